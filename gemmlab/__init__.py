@@ -1,0 +1,24 @@
+"""gemmlab: a runtime-compiled GEMM kernel playground.
+
+The pipeline, one module per stage: templates (find, validate) -> render (Jinja) -> compile (NVRTC,
+cached) -> runner (check against cupy.matmul, time) -> report (tables, JSON). Only the runner and
+device modules need a GPU.
+"""
+
+__version__ = "0.1.0"
+
+from .errors import GemmlabError  # noqa: E402
+from .templates import Catalog, Variant, discover  # noqa: E402
+from .render import Rendered, render  # noqa: E402
+from .compile import Compiled, compile_rendered  # noqa: E402
+from .api import build, catalog  # noqa: E402
+
+
+def __getattr__(name):  # the GPU side is imported on first use: `import gemmlab` stays fast and GPU-free
+    if name in ("Problem", "Shape", "Result", "bench"):
+        from . import runner
+        return getattr(runner, name)
+    if name in ("get_device", "DeviceInfo"):
+        from . import device
+        return getattr(device, name)
+    raise AttributeError(name)

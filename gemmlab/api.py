@@ -1,0 +1,39 @@
+"""The Python API: the pipeline's stages in the order a run goes through them.
+
+    cat = gemmlab.catalog()                                # find templates
+    v = cat.get("tiled"); params = v.resolve({"TILE": 16})  # validate parameters
+    compiled = gemmlab.build(v, params)                    # render + NVRTC (cached), no GPU needed
+    problem = gemmlab.Problem(gemmlab.Shape(1024, 1024, 1024))
+    result = problem.run(v, params, compiled)               # check against cupy.matmul, then time
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .compile import Compiled, compile_rendered
+from .errors import GemmlabError
+from .render import render
+from .templates import Catalog, Variant, discover
+
+
+def catalog(kernels_dirs: tuple[str | Path, ...] = ()) -> Catalog:
+    """Every variant: built-in templates, shadowed by those in user directories."""
+    return discover(tuple(kernels_dirs))
+
+
+def default_arch(arch: str | None = None) -> tuple[str, str | None]:
+    """The architecture to compile for: the one asked for, else the GPU's, else sm_90 with a note."""
+    if arch:
+        return arch, None
+    try:
+        from .device import get_device
+        return get_device().arch, None
+    except GemmlabError:
+        return "sm_90", "no GPU found: compiling for sm_90 (give --arch to choose)"
+
+
+def build(variant: Variant, params: dict, arch: str | None = None, use_cache: bool = True) -> Compiled:
+    """Render and compile one variant at resolved parameters, for `arch` (default: the GPU's)."""
+    arch, _ = default_arch(arch)
+    return compile_rendered(render(variant, params), arch, use_cache=use_cache)

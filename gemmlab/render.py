@@ -1,0 +1,134 @@
+"""Parameters -> CUDA source, plus a map from each rendered line back to its template file and line.
+
+The map comes from a Jinja extension that tags every piece of literal template text with the line it
+starts on; after rendering, the tags are read and stripped. So a compiler error on rendered line 40
+can be shown as `kernels/tiled.cu.j2:52`, even when loops or macros moved lines around.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2.exceptions import TemplateError, TemplateSyntaxError, UndefinedError
+from jinja2.ext import Extension
+from jinja2.lexer import Token
+
+from .errors import GemmlabError
+from .templates import Variant, builtin_dir, cdiv
+
+# A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
+_TAG_RE = re.compile("\x1e(\\d+):(\\d+)\x1f")
+_files: list[str] = []
+
+
+def _file_id(filename: str) -> int:
+    if filename not in _files:
+        _files.append(filename)
+    return _files.index(filename)
+
+
+class LineTags(Extension):
+    """Tag literal text with its template line: at the start of each data token and after each newline."""
+
+    def filter_stream(self, stream):
+        fid = _file_id(stream.filename or stream.name or "<template>")
+        for tok in stream:
+            if tok.type != "data":
+                yield tok
+                continue
+            line = tok.lineno
+            pieces = [f"\x1e{fid}:{line}\x1f"]
+            for chunk in tok.value.splitlines(keepends=True):
+                pieces.append(chunk)
+                if chunk.endswith("\n"):
+                    line += 1
+                    pieces.append(f"\x1e{fid}:{line}\x1f")
+            yield Token(tok.lineno, "data", "".join(pieces))
+
+
+def _untag(tagged: str) -> tuple[str, list[tuple[str, int] | None]]:
+    """Strip the tags; for each output line, the last tag before its first visible character."""
+    lines, where = [], []
+    for raw in tagged.split("\n"):
+        origin = None
+        pos = 0
+        for m in _TAG_RE.finditer(raw):
+            if raw[pos:m.start()].strip():
+                break  # visible text came first: later tags belong to later pieces of this line
+            origin = (_files[int(m.group(1))], int(m.group(2)))
+            pos = m.end()
+        lines.append(_TAG_RE.sub("", raw))
+        where.append(origin)
+    return "\n".join(lines), where
+
+
+@dataclass
+class Rendered:
+    """The CUDA source of one variant at one set of parameters."""
+    variant: Variant
+    params: dict
+    source: str
+    origins: list[tuple[str, int] | None] = field(repr=False)  # rendered line i+1 -> (file, line)
+
+    @property
+    def name(self) -> str:  # the file name NVRTC reports errors against
+        return f"{self.variant.name}.cu"
+
+    def template_line(self, rendered_line: int) -> tuple[str, int] | None:
+        if 1 <= rendered_line <= len(self.origins):
+            return self.origins[rendered_line - 1]
+        return None
+
+
+_envs: dict[tuple[str, ...], Environment] = {}
+
+
+def environment(search: list[Path]) -> Environment:
+    """One Jinja environment per search path: user directories first, so `{% import %}` of a shared
+    macro file finds a user's copy before the built-in one."""
+    key = tuple(str(p) for p in search)
+    if key not in _envs:
+        env = Environment(loader=FileSystemLoader(list(key)), undefined=StrictUndefined,
+                          trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                          extensions=[LineTags], auto_reload=True)
+        env.globals.update(cdiv=cdiv)
+        _envs[key] = env
+    return _envs[key]
+
+
+def _template_error_location(err: Exception) -> str:
+    """file:line of the innermost template frame in a Jinja runtime error's traceback."""
+    tb, where = err.__traceback__, ""
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if fn.endswith(".j2"):
+            where = f"{fn}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
+
+
+def render(variant: Variant, params: Mapping[str, object]) -> Rendered:
+    """Render a variant with resolved parameters (see Variant.resolve)."""
+    search = [variant.path.parent] + [d for d in [builtin_dir()] if d != variant.path.parent]
+    env = environment(search)
+    names = dict(params)
+    names["THREADS"] = variant.threads(params)  # from the header's launch.block: cannot drift
+    try:
+        template = env.get_template(variant.path.name)
+        tagged = template.render(**names)
+    except TemplateSyntaxError as e:
+        raise GemmlabError(f"template syntax error at {e.filename or variant.path}:{e.lineno}: {e.message}") from None
+    except UndefinedError as e:
+        raise GemmlabError(f"template error at {_template_error_location(e) or variant.path}: {e.message}",
+                           hint=f"the parameters are: {', '.join(names)}") from None
+    except TemplateError as e:
+        raise GemmlabError(f"template error at {_template_error_location(e) or variant.path}: {e}") from None
+    source, origins = _untag(tagged)
+    shown = " ".join(f"{k}={v}" for k, v in params.items())
+    banner = f"// gemmlab variant {variant.name} ({variant.path.name}) {shown}\n"
+    return Rendered(variant, dict(params), banner + source, [None] + origins)
+

@@ -1,0 +1,417 @@
+"""Find kernel templates and read their headers; validate parameters and launch geometry.
+
+A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja comment holding TOML:
+
+    {#---
+    name = "tiled"
+    parent = "coalesced"
+    idea = "one line: what this rung does"
+    predict = "optional: what should change against the parent, and by how much"
+    dtypes = ["fp32"]
+
+    [params.TILE]
+    default = 32
+    choices = [8, 16, 32]
+    help = "what TILE means"
+
+    [[constraints]]
+    check = "TILE * TILE <= 1024"        # a Jinja expression over the parameters
+    why = "a block holds at most 1024 threads"
+
+    [launch]                               # expressions over M, N, K and the parameters
+    block = ["TILE", "TILE"]
+    grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
+    smem = "0"                             # dynamic shared memory, bytes
+    ---#}
+
+Nothing here needs a GPU or cupy.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from jinja2 import Environment, StrictUndefined
+from jinja2.exceptions import TemplateError
+
+from .errors import GemmlabError
+
+SUFFIX = ".cu.j2"
+HEADER_RE = re.compile(r"\A\{#---[ \t]*\n(.*?)\n---#\}", re.S)
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DTYPES = ("fp32", "tf32", "fp16", "bf16")
+
+# CUDA's hard limits on a launch (all current architectures).
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIM = (1024, 1024, 64)
+MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division: how many tiles of size b cover a."""
+    return -(-a // b)
+
+
+# Expressions in headers are Jinja expressions: the same language as the template body.
+_expr_env = Environment(undefined=StrictUndefined)
+_expr_env.globals.update(cdiv=cdiv, min=min, max=max, log2=lambda x: int(math.log2(x)))
+
+
+def evaluate(expr: str, names: Mapping[str, object], where: str):
+    try:
+        return _expr_env.compile_expression(expr)(**names)
+    except TemplateError as e:
+        raise GemmlabError(f"{where}: cannot evaluate '{expr}': {e}") from None
+    except (ArithmeticError, TypeError, ValueError) as e:
+        raise GemmlabError(f"{where}: '{expr}' failed: {e}") from None
+
+
+# ---------------------------------------------------------------------------- locations
+
+def builtin_dir() -> Path:
+    """The templates shipped with gemmlab: ./kernels in a checkout, gemmlab.kernels when installed."""
+    checkout = Path(__file__).resolve().parent.parent / "kernels"
+    if checkout.is_dir():
+        return checkout
+    from importlib.resources import files
+
+    return Path(str(files("gemmlab.kernels")))
+
+
+def default_user_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gemmlab" / "kernels"
+
+
+def user_dirs(extra: tuple[str | Path, ...] = ()) -> list[Path]:
+    """User template directories, highest priority first: --kernels-dir, then $GEMMLAB_KERNELS, then the
+    per-user directory that `gemmlab new` writes to by default."""
+    dirs = [Path(d) for d in extra]
+    dirs += [Path(d) for d in os.environ.get("GEMMLAB_KERNELS", "").split(os.pathsep) if d]
+    dirs.append(default_user_dir())
+    seen, out = set(), []
+    for d in dirs:
+        key = d.expanduser().resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(d.expanduser())
+    return out
+
+
+# ---------------------------------------------------------------------------- the header
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: object
+    choices: tuple | None = None
+    help: str = ""
+
+    @property
+    def type(self) -> type:
+        return type(self.default)
+
+    def parse(self, text: str):
+        """A value typed on the command line, as this parameter's type."""
+        if self.type is bool:
+            low = text.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise GemmlabError(f"parameter {self.name} takes true or false, not '{text}'")
+        if self.type is int:
+            try:
+                return int(text, 0)
+            except ValueError:
+                raise GemmlabError(f"parameter {self.name} takes an integer, not '{text}'") from None
+        return text
+
+    def check(self, value) -> None:
+        if type(value) is not self.type:
+            raise GemmlabError(
+                f"parameter {self.name} takes a {self.type.__name__}, not {value!r}")
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(str(c) for c in self.choices)
+            raise GemmlabError(f"{self.name}={value} is not allowed; choose one of: {allowed}")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    check: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Geometry:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int  # dynamic shared memory, bytes
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+@dataclass
+class Variant:
+    name: str
+    path: Path
+    idea: str
+    parent: str | None
+    dtypes: tuple[str, ...]
+    params: dict[str, Param]
+    constraints: list[Constraint]
+    block: tuple[str, ...]
+    grid: tuple[str, ...]
+    smem: str
+    predict: str = ""
+    builtin: bool = True
+    shadows: Path | None = None  # the template this user variant hides
+
+    # -- parameters
+
+    def defaults(self) -> dict:
+        return {n: p.default for n, p in self.params.items()}
+
+    def resolve(self, overrides: Mapping[str, object] | None = None) -> dict:
+        """Defaults updated with overrides (strings are parsed), type- and choice-checked, and every
+        constraint satisfied; otherwise a GemmlabError that says which rule failed and why."""
+        values = self.defaults()
+        for name, value in (overrides or {}).items():
+            if name not in self.params:
+                near = difflib.get_close_matches(name, self.params, n=1)
+                known = ", ".join(self.params) or "none"
+                raise GemmlabError(
+                    f"variant '{self.name}' has no parameter {name}"
+                    + (f" (did you mean {near[0]}?)" if near else "")
+                    + f"; its parameters: {known}")
+            param = self.params[name]
+            values[name] = param.parse(value) if isinstance(value, str) and param.type is not str else value
+        for name, value in values.items():
+            self.params[name].check(value)
+        broken = self.violations(values)
+        if broken:
+            shown = " ".join(f"{k}={v}" for k, v in values.items())
+            raise GemmlabError(f"variant '{self.name}' cannot run with {shown}:\n  " + "\n  ".join(broken))
+        return values
+
+    def violations(self, values: Mapping[str, object]) -> list[str]:
+        """The reason of every constraint these values break, plus the CUDA block-size limits."""
+        out = []
+        for c in self.constraints:
+            if not evaluate(c.check, values, f"{self.path.name}: constraint"):
+                out.append(f"{c.check}: {c.why}")
+        block = self._dims(self.block, dict(values, M=1, N=1, K=1), "block")
+        threads = block[0] * block[1] * block[2]
+        if threads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIM)):
+            out.append(f"block {block} has {threads} threads: a block holds at most "
+                       f"{MAX_THREADS_PER_BLOCK} threads (and {MAX_BLOCK_DIM} per dimension)")
+        return out
+
+    def configs(self) -> Iterator[tuple[dict, list[str]]]:
+        """Every combination of the parameters' choices (others at their defaults), each with the
+        reasons it is rejected (empty when valid)."""
+        names = list(self.params)
+        axes = [self.params[n].choices or (self.params[n].default,) for n in names]
+        for combo in itertools.product(*axes):
+            values = dict(zip(names, combo))
+            yield values, self.violations(values)
+
+    # -- launch
+
+    def _dims(self, exprs: tuple[str, ...], names: Mapping, what: str) -> tuple[int, int, int]:
+        dims = []
+        for e in exprs:
+            v = evaluate(e, names, f"{self.path.name}: launch.{what}")
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise GemmlabError(f"{self.path.name}: launch.{what} '{e}' gave {v!r}, not an integer")
+            dims.append(v)
+        return tuple(dims + [1] * (3 - len(dims)))
+
+    def threads(self, values: Mapping[str, object]) -> int:
+        b = self._dims(self.block, dict(values, M=1, N=1, K=1), "block")
+        return b[0] * b[1] * b[2]
+
+    def geometry(self, values: Mapping[str, object], M: int, N: int, K: int) -> Geometry:
+        names = dict(values, M=M, N=N, K=K)
+        grid = self._dims(self.grid, names, "grid")
+        block = self._dims(self.block, names, "block")
+        smem = evaluate(self.smem, names, f"{self.path.name}: launch.smem")
+        if any(g < 1 or g > m for g, m in zip(grid, MAX_GRID_DIM)):
+            raise GemmlabError(
+                f"shape {M}x{N}x{K} needs a grid of {grid} blocks for variant '{self.name}'; CUDA allows "
+                f"at most {MAX_GRID_DIM} (x, y, z)", hint="use a larger tile or a smaller shape")
+        return Geometry(grid, block, int(smem))
+
+
+def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
+    where = f"{path}:{line}" if line else str(path)
+    return GemmlabError(f"bad template header in {where}: {msg}")
+
+
+_TOP_KEYS = {"name", "parent", "idea", "predict", "dtypes", "params", "constraints", "launch"}
+
+
+def load_variant(path: Path, builtin: bool = True) -> Variant:
+    """Read one template's header. Raises GemmlabError naming the file and line of a mistake."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise GemmlabError(f"cannot read template {path}: {e}") from None
+    m = HEADER_RE.match(text)
+    if not m:
+        raise _fail(path, "a template starts with a '{#---' line and its TOML header ends with '---#}'", 1)
+    try:
+        meta = tomllib.loads(m.group(1))
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        lm = re.search(r"at line (\d+)", msg)
+        # the TOML text begins on the file's second line
+        raise _fail(path, re.sub(r" \(at line \d+, column \d+\)", "", msg),
+                    int(lm.group(1)) + 1 if lm else None) from None
+
+    def need(key, kind, table=meta, where=""):
+        if key not in table:
+            raise _fail(path, f"missing '{where}{key}'")
+        if not isinstance(table[key], kind):
+            raise _fail(path, f"'{where}{key}' must be a {getattr(kind, '__name__', kind)}")
+        return table[key]
+
+    unknown = set(meta) - _TOP_KEYS
+    if unknown:
+        raise _fail(path, f"unknown key(s) {sorted(unknown)}; known: {sorted(_TOP_KEYS)}")
+    name = need("name", str)
+    stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
+    if name != stem:
+        raise _fail(path, f"name = \"{name}\" but the file is {path.name}; they must agree "
+                          f"(name it {name}{SUFFIX}, or set name = \"{stem}\")")
+    if not NAME_RE.match(name):
+        raise _fail(path, f"name '{name}' must be an identifier (letters, digits, _)")
+    idea = need("idea", str)
+    parent = meta.get("parent")
+    if parent is not None and not isinstance(parent, str):
+        raise _fail(path, "'parent' must be a string")
+    predict = meta.get("predict", "")
+    dtypes = tuple(meta.get("dtypes", ["fp32"]))
+    if not dtypes or any(d not in DTYPES for d in dtypes):
+        raise _fail(path, f"dtypes must be a non-empty list from {list(DTYPES)}")
+
+    params: dict[str, Param] = {}
+    for pname, spec in need("params", dict).items() if "params" in meta else ():
+        if not NAME_RE.match(pname):
+            raise _fail(path, f"parameter name '{pname}' must be an identifier")
+        if not isinstance(spec, dict) or "default" not in spec:
+            raise _fail(path, f"params.{pname} needs a default")
+        extra = set(spec) - {"default", "choices", "help"}
+        if extra:
+            raise _fail(path, f"params.{pname}: unknown key(s) {sorted(extra)}")
+        default = spec["default"]
+        if type(default) not in (int, bool, str):
+            raise _fail(path, f"params.{pname}.default must be an integer, boolean or string")
+        choices = spec.get("choices")
+        if choices is not None:
+            if not isinstance(choices, list) or not choices or any(type(c) is not type(default) for c in choices):
+                raise _fail(path, f"params.{pname}.choices must be a non-empty list of {type(default).__name__}")
+            if default not in choices:
+                raise _fail(path, f"params.{pname}.default {default!r} is not one of its choices {choices}")
+            choices = tuple(choices)
+        params[pname] = Param(pname, default, choices, spec.get("help", ""))
+
+    constraints = []
+    for i, c in enumerate(meta.get("constraints", [])):
+        if not isinstance(c, dict) or not isinstance(c.get("check"), str) or not isinstance(c.get("why"), str):
+            raise _fail(path, f"constraints[{i}] needs a 'check' expression and a 'why' message")
+        constraints.append(Constraint(c["check"], c["why"]))
+
+    launch = need("launch", dict)
+    block = tuple(need("block", list, launch, "launch."))
+    grid = tuple(need("grid", list, launch, "launch."))
+    for what, dims in (("block", block), ("grid", grid)):
+        if not 1 <= len(dims) <= 3 or not all(isinstance(d, (str, int)) for d in dims):
+            raise _fail(path, f"launch.{what} must list 1 to 3 expressions")
+    smem = str(launch.get("smem", "0"))
+
+    variant = Variant(name=name, path=path, idea=idea, parent=parent or None, dtypes=dtypes,
+                      params=params, constraints=constraints,
+                      block=tuple(map(str, block)), grid=tuple(map(str, grid)), smem=smem,
+                      predict=predict, builtin=builtin)
+    # The defaults must be a valid configuration, and the expressions must evaluate.
+    broken = variant.violations(variant.defaults())
+    if broken:
+        raise _fail(path, "the defaults break a constraint: " + "; ".join(broken))
+    variant.geometry(variant.defaults(), 64, 64, 64)
+    return variant
+
+
+# ---------------------------------------------------------------------------- the catalog
+
+@dataclass
+class Catalog:
+    """All variants found, user directories before the built-in one."""
+    dirs: list[Path]
+    variants: dict[str, Variant] = field(default_factory=dict)
+    broken: dict[str, GemmlabError] = field(default_factory=dict)
+
+    def get(self, name: str) -> Variant:
+        if name in self.variants:
+            return self.variants[name]
+        if name in self.broken:
+            raise self.broken[name]
+        near = difflib.get_close_matches(name, list(self.variants) + list(self.broken), n=3)
+        raise GemmlabError(
+            f"unknown variant '{name}'" + (f"; did you mean {', '.join(near)}?" if near else ""),
+            hint="`gemmlab list` shows every variant")
+
+    def ladder(self) -> list[Variant]:
+        """Variants in ladder order: each after its parent, siblings by name."""
+        children: dict[str | None, list[Variant]] = {}
+        for v in self.variants.values():
+            parent = v.parent if v.parent in self.variants else None
+            children.setdefault(parent, []).append(v)
+        out: list[Variant] = []
+
+        def walk(parent):
+            for v in sorted(children.get(parent, []), key=lambda v: (not v.builtin, v.name)):
+                out.append(v)
+                walk(v.name)
+
+        walk(None)
+        return out
+
+
+def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
+    """Scan the user directories (highest priority first) and the built-in directory.
+    A template whose header is broken is kept aside with its error, so others still list."""
+    users = [d for d in user_dirs(extra_dirs)]
+    for d in extra_dirs:
+        if not Path(d).expanduser().is_dir():
+            raise GemmlabError(f"--kernels-dir {d}: no such directory")
+    cat = Catalog(dirs=users + [builtin_dir()])
+    found: dict[str, list[tuple[Path, bool]]] = {}
+    for d in cat.dirs:
+        builtin = d == cat.dirs[-1]
+        if not d.is_dir():
+            continue
+        for path in sorted(d.glob("*" + SUFFIX)):
+            found.setdefault(path.name[: -len(SUFFIX)], []).append((path, builtin))
+    for name, places in found.items():
+        path, builtin = places[0]
+        try:
+            v = load_variant(path, builtin)
+        except GemmlabError as e:
+            cat.broken[name] = e
+            continue
+        if len(places) > 1:
+            v.shadows = places[1][0]
+        cat.variants[name] = v
+    return cat
