@@ -25,8 +25,20 @@ from .errors import GemmlabError
 from .render import render
 from .templates import SUFFIX, NAME_RE, default_user_dir, load_variant
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+def _console(stderr: bool = False) -> Console:
+    """Made at use time, so it writes to whatever stdout/stderr is then (a pipe, a test's buffer).
+    A terminal sets the width; a pipe or file gets wide tables rather than 80 squeezed columns."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS", 200))
+    return Console(file=stream, highlight=False, width=width)
+
+
+def out() -> Console:
+    return _console()
+
+
+def err() -> Console:
+    return _console(stderr=True)
 
 
 class Cli(click.Group):
@@ -51,15 +63,15 @@ class Cli(click.Group):
 
 
 def _fail(ctx, message: str, hint: str | None = None):
-    err.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    err().print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
     if hint:
-        err.print(f"[dim]{hint}[/]", soft_wrap=True)
+        err().print(f"[dim]{hint}[/]", soft_wrap=True)
     ctx.exit(1)
 
 
 def _note(msg: str | None):
     if msg:
-        err.print(f"[yellow]note:[/] {msg}")
+        err().print(f"[yellow]note:[/] {msg}")
 
 
 # ---------------------------------------------------------------------------- shared options
@@ -152,7 +164,7 @@ def list_cmd(kernels_dirs, as_json):
         t.add_row(f"[bold]{v.name}[/]", v.parent or "-", v.idea, ps, src)
     for name, e in cat.broken.items():
         t.add_row(f"[red]{name}[/]", "", f"[red]{e.message}[/]", "", "[red]broken[/]")
-    out.print(t)
+    out().print(t)
 
 
 def _run_rows(cat, jobs, shape, reps, seed, check_ref, with_cublas, progress=None):
@@ -190,14 +202,14 @@ def _emit(doc, rows, as_json, speedups):
     if as_json:
         click.echo(report.dump(doc))
     else:
-        out.print(report.results_table(rows, report.title_for(doc), speedups))
+        out().print(report.results_table(rows, report.title_for(doc), speedups))
         if any(r.get("user") for r in rows):
-            out.print("[dim](user) = a template from a user directory[/]")
+            out().print("[dim](user) = a template from a user directory[/]")
     bad = report.failures(rows)
     for r in bad:
         what = r["error"] or (f"{r['unwritten']} elements of C never written" if r["unwritten"]
                               else f"relative error {r['rel_err']:.2e} > tolerance {r['tol']:.0e}")
-        err.print(f"[bold red]FAIL[/] {r['variant']} {report.params_text(r['params'])}: {what}; "
+        err().print(f"[bold red]FAIL[/] {r['variant']} {report.params_text(r['params'])}: {what}; "
                   "its time is not reported")
     if bad:
         sys.exit(1)
@@ -233,7 +245,7 @@ def compare(variants, size, m, n, k, reps, seed, check_ref, as_json, kernels_dir
     jobs = [(v, v.resolve()) for v in chosen]
     shape = make_shape(size, m, n, k)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
+                  console=err(), transient=True) as progress:
         doc, rows = _run_rows(cat, jobs, shape, reps, seed, check_ref, True, progress)
     doc["command"] = "compare"
     report.add_speedups(rows)
@@ -242,7 +254,7 @@ def compare(variants, size, m, n, k, reps, seed, check_ref, as_json, kernels_dir
 
 def _print_code(text: str, lexer: str):
     if sys.stdout.isatty():
-        out.print(Syntax(text, lexer, line_numbers=True, word_wrap=False))
+        out().print(Syntax(text, lexer, line_numbers=True, word_wrap=False))
     else:
         click.echo(text)
 
@@ -282,7 +294,7 @@ def show(name, tile, reg, raw_params, what, arch, kernels_dirs):
                            ("spill loads (B)", r.spill_loads), ("barriers", r.barriers),
                            ("compile ms", "cached" if compiled.cached else f"{compiled.compile_ms:.0f}")):
             t.add_row(label, str(val))
-        out.print(t)
+        out().print(t)
 
 
 @cli.command()
@@ -314,13 +326,13 @@ def build(names, arch, all_configs, no_cache, kernels_dirs):
             t.add_row(v.name, report.params_text(params), str(r.registers), str(r.smem), str(r.stack),
                       f"[red]{r.spills}[/]" if r.spills else "0",
                       "cached" if c.cached else f"{c.compile_ms:.0f}", "[green]ok[/]")
-    out.print(t)
+    out().print(t)
     for name, params, e in failed:
-        err.print(f"[bold red]error:[/] {name} {report.params_text(params)}: {e}", soft_wrap=True)
+        err().print(f"[bold red]error:[/] {name} {report.params_text(params)}: {e}", soft_wrap=True)
     for name in cat.broken:
         if not names or name in names:
             failed.append(name)
-            err.print(f"[bold red]error:[/] {cat.broken[name]}", soft_wrap=True)
+            err().print(f"[bold red]error:[/] {cat.broken[name]}", soft_wrap=True)
     if failed:
         sys.exit(1)
 
@@ -364,7 +376,7 @@ def device(measure, as_json):
                    "cupy.matmul 8192^3, median, L2 flushed")]
     for f in facts:
         t.add_row(*f)
-    out.print(t)
+    out().print(t)
 
 
 @cli.command()
@@ -399,9 +411,9 @@ def new(name, source, dest_dir, kernels_dirs):
         f.write(text)
     load_variant(target, builtin=False)
     shadow = " (it shadows the built-in one)" if name in cat.variants and cat.variants[name].builtin else ""
-    out.print(f"wrote [cyan]{target}[/]{shadow}")
+    out().print(f"wrote [cyan]{target}[/]{shadow}")
     flag = "" if directory == default_user_dir() or str(directory) in env_dirs else f" --kernels-dir {directory}"
-    out.print(f"edit it, then:  gemmlab run --variant {name}{flag}\n"
+    out().print(f"edit it, then:  gemmlab run --variant {name}{flag}\n"
               f"           or:  gemmlab compare --variants {v.name},{name}{flag}")
 
 
@@ -419,7 +431,7 @@ def report_cmd(files, markdown):
         if markdown:
             click.echo(report.markdown(doc))
         else:
-            out.print(report.results_table(rows, report.title_for(doc), speedups="speedup_prev" in rows[0]))
+            out().print(report.results_table(rows, report.title_for(doc), speedups="speedup_prev" in rows[0]))
 
 
 def main():

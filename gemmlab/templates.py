@@ -196,20 +196,29 @@ class Variant:
                     + f"; its parameters: {known}")
             param = self.params[name]
             values[name] = param.parse(value) if isinstance(value, str) and param.type is not str else value
+        problems = []
         for name, value in values.items():
-            self.params[name].check(value)
-        broken = self.violations(values)
-        if broken:
+            param = self.params[name]
+            if type(value) is not param.type:
+                param.check(value)  # raises: the constraints cannot even be evaluated
+            try:
+                param.check(value)
+            except GemmlabError as e:
+                problems.append(e.message)
+        problems += self.violations(values)  # a value outside the choices usually breaks a rule too: say which
+        if problems:
             shown = " ".join(f"{k}={v}" for k, v in values.items())
-            raise GemmlabError(f"variant '{self.name}' cannot run with {shown}:\n  " + "\n  ".join(broken))
+            raise GemmlabError(f"variant '{self.name}' cannot run with {shown}:\n  " + "\n  ".join(problems))
         return values
 
     def violations(self, values: Mapping[str, object]) -> list[str]:
         """The reason of every constraint these values break, plus the CUDA block-size limits."""
         out = []
         for c in self.constraints:
-            if not evaluate(c.check, values, f"{self.path.name}: constraint"):
+            if not evaluate(c.check, values, f"{self.path}: constraint"):
                 out.append(f"{c.check}: {c.why}")
+        if out:
+            return out  # the template's own reasons say it better than the generic limits below
         block = self._dims(self.block, dict(values, M=1, N=1, K=1), "block")
         threads = block[0] * block[1] * block[2]
         if threads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIM)):
@@ -231,9 +240,9 @@ class Variant:
     def _dims(self, exprs: tuple[str, ...], names: Mapping, what: str) -> tuple[int, int, int]:
         dims = []
         for e in exprs:
-            v = evaluate(e, names, f"{self.path.name}: launch.{what}")
+            v = evaluate(e, names, f"{self.path}: launch.{what}")
             if not isinstance(v, int) or isinstance(v, bool):
-                raise GemmlabError(f"{self.path.name}: launch.{what} '{e}' gave {v!r}, not an integer")
+                raise GemmlabError(f"{self.path}: launch.{what} '{e}' gave {v!r}, not an integer")
             dims.append(v)
         return tuple(dims + [1] * (3 - len(dims)))
 
@@ -245,7 +254,7 @@ class Variant:
         names = dict(values, M=M, N=N, K=K)
         grid = self._dims(self.grid, names, "grid")
         block = self._dims(self.block, names, "block")
-        smem = evaluate(self.smem, names, f"{self.path.name}: launch.smem")
+        smem = evaluate(self.smem, names, f"{self.path}: launch.smem")
         if any(g < 1 or g > m for g, m in zip(grid, MAX_GRID_DIM)):
             raise GemmlabError(
                 f"shape {M}x{N}x{K} needs a grid of {grid} blocks for variant '{self.name}'; CUDA allows "

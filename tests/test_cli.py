@@ -1,0 +1,144 @@
+"""The command line through click's runner, without a GPU: help, list, show, build, new, report, errors."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gemmlab.cli import cli
+from conftest import GOOD_BODY, ROOT, gpu_available, write_template
+
+
+def invoke(*args, env=None):
+    result = CliRunner().invoke(cli, [str(a) for a in args], env=env, catch_exceptions=True)
+    # No path may end in a Python traceback: a user sees one message and an exit status.
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+@pytest.mark.parametrize("cmd", [[], ["list"], ["run"], ["compare"], ["show"], ["build"], ["device"],
+                                 ["new"], ["report"]])
+def test_help(cmd):
+    r = invoke(*cmd, "--help")
+    assert r.exit_code == 0 and "Usage:" in r.output
+
+
+def test_list():
+    r = invoke("list")
+    assert r.exit_code == 0
+    for name in ("naive", "coalesced", "tiled", "regblock"):
+        assert name in r.output
+    data = json.loads(invoke("list", "--json").output)
+    assert [d["name"] for d in data] == ["naive", "coalesced", "tiled", "regblock"]
+    assert data[2]["params"]["TILE"] == {"default": 32, "choices": [8, 16, 32], "help": data[2]["params"]["TILE"]["help"]}
+
+
+def test_show_source_is_the_rendered_kernel():
+    r = invoke("show", "--variant", "tiled", "--tile", "16")
+    assert r.exit_code == 0
+    assert "__shared__ float As[16][16];" in r.output and "{{" not in r.output
+
+
+@pytest.mark.parametrize("what,needle", [("ptx", ".entry gemm("), ("sass", "FFMA"), ("resources", "registers")])
+def test_show_compiled_without_gpu(what, needle):
+    r = invoke("show", "--variant", "regblock", "-p", "REG=4", "-p", "TILE=64", "--what", what, "--arch", "sm_90")
+    assert r.exit_code == 0 and needle in r.output
+
+
+def test_build_all_configs():
+    r = invoke("build", "--arch", "sm_90", "--all-configs")
+    assert r.exit_code == 0, r.output
+    assert r.output.count(" ok ") >= 27
+
+
+def test_build_fails_on_a_template_that_does_not_compile(user_dir):
+    write_template(user_dir, "typo", GOOD_BODY.replace("acc += A[", "acc += AA["))
+    r = invoke("build", "--arch", "sm_90", "--kernels-dir", user_dir)
+    assert r.exit_code == 1
+    assert "typo.cu.j2:" in r.output and "error" in r.output
+    assert "tiled" in r.output  # the others were still built
+
+
+@pytest.mark.parametrize("args,message", [
+    (["show", "--variant", "tiledd"], "did you mean tiled"),
+    (["show", "--variant", "tiled", "--tile", "64"], "4096"),
+    (["show", "--variant", "tiled", "--reg", "4"], "has no parameter REG"),
+    (["show", "--variant", "tiled", "-p", "TILE"], "NAME=VALUE"),
+    (["show", "--variant", "tiled", "-p", "TILE=big"], "integer"),
+    (["show", "--variant", "tiled", "--what", "ptx", "--arch", "sm_9000"], "cannot compile for sm_9000"),
+    (["list", "--kernels-dir", "/no/such/dir"], "no such directory"),
+])
+def test_bad_input_gives_one_clear_message(args, message):
+    r = invoke(*args)
+    assert r.exit_code == 1
+    assert "error:" in r.output and message in r.output
+
+
+def test_bad_sizes_are_usage_errors():
+    r = invoke("run", "--variant", "tiled", "--size", "0")
+    assert r.exit_code == 2 and "--size" in r.output
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the message shown on a machine without a GPU")
+@pytest.mark.parametrize("cmd", [["run", "--variant", "tiled"], ["compare"], ["device"]])
+def test_gpu_commands_say_there_is_no_gpu(cmd):
+    r = invoke(*cmd)
+    assert r.exit_code == 1 and "no CUDA GPU" in r.output
+
+
+def test_compile_error_shows_template_line(user_dir):
+    path = write_template(user_dir, "typo", GOOD_BODY.replace("acc += A[", "acc += AA["))
+    line = next(i for i, l in enumerate(path.read_text().split("\n"), 1) if "AA[" in l)
+    r = invoke("show", "--variant", "typo", "--what", "resources", "--arch", "sm_90", "--kernels-dir", user_dir)
+    assert r.exit_code == 1 and f"typo.cu.j2:{line}: error" in r.output
+
+
+def test_new_copies_a_template_and_never_overwrites(user_dir):
+    r = invoke("new", "mytiled", "--from", "tiled", "--kernels-dir", user_dir)
+    assert r.exit_code == 0, r.output
+    path = user_dir / "mytiled.cu.j2"
+    text = path.read_text()
+    assert 'name = "mytiled"' in text and 'parent = "tiled"' in text
+    lst = invoke("list", "--kernels-dir", user_dir)
+    assert "mytiled" in lst.output
+    path.write_text(text + "// my edit\n")
+    again = invoke("new", "mytiled", "--from", "tiled", "--kernels-dir", user_dir)
+    assert again.exit_code == 1 and "already exists" in again.output
+    assert path.read_text().endswith("// my edit\n")  # the user's edit survived
+    assert invoke("new", "bad-name", "--from", "tiled", "--kernels-dir", user_dir).exit_code == 1
+
+
+def test_new_default_directory_is_found_without_flags(tmp_path):
+    r = invoke("new", "tiled", "--from", "tiled")  # shadows the built-in one, in the per-user directory
+    assert r.exit_code == 0 and "shadows the built-in" in r.output
+    lst = invoke("list")
+    assert "shadows" in lst.output
+    src = invoke("show", "--variant", "tiled")
+    assert "gemmlab variant tiled" in src.output
+
+
+def test_report_renders_saved_results(tmp_path):
+    doc = {"command": "compare", "date": "2026-11-23T00:00:00+00:00", "commit": "abc",
+           "device": {"name": "Test GPU", "peak_fp32_tflops": 66.9}, "shape": {"M": 8, "N": 8, "K": 8},
+           "rows": [{"variant": "tiled", "params": {"TILE": 32}, "status": "PASS", "error": None,
+                     "rel_err": 1e-7, "ms": 1.0, "tflops": 1.0, "pct_peak": 1.5, "pct_cublas": 20.0,
+                     "speedup_prev": None, "registers": 32, "smem_static": 8192, "smem_dynamic": 0,
+                     "spills": 0, "blocks_per_sm": 2, "compile_ms": 40.0, "cached": False, "user": False}]}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(doc))
+    r = invoke("report", f)
+    assert r.exit_code == 0 and "tiled" in r.output and "Test GPU" in r.output
+    md = invoke("report", "--markdown", f)
+    assert "| tiled | TILE=32 | 1.000 | 1.00 | 1.5 | 20.0 |" in md.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert invoke("report", bad).exit_code == 1
+
+
+def test_example_template_builds_beside_the_builtins():
+    r = invoke("build", "--arch", "sm_90", "--kernels-dir", ROOT / "examples" / "kernels")
+    assert r.exit_code == 0, r.output
+    assert "tiled_nounroll" in r.output
+    lst = invoke("list", "--kernels-dir", ROOT / "examples" / "kernels")
+    assert "tiled_nounroll" in lst.output

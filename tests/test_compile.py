@@ -1,0 +1,78 @@
+"""NVRTC compilation for sm_90 without a GPU: every configuration, spills, the cache, error mapping."""
+
+import pytest
+
+from gemmlab import GemmlabError
+from gemmlab.compile import check_arch, compile_rendered, parse_resources, sass
+from gemmlab.render import render
+from gemmlab.templates import discover, load_variant
+from conftest import GOOD_BODY, write_template
+
+CONFIGS = [(v.name, p) for v in discover().ladder() for p, bad in v.configs() if not bad]
+
+
+@pytest.mark.parametrize("name,params", CONFIGS, ids=[f"{n}-{p}" for n, p in CONFIGS])
+def test_every_config_compiles_without_spills(name, params):
+    v = discover().get(name)
+    c = compile_rendered(render(v, params), "sm_90")
+    r = c.resources
+    assert r.registers > 0
+    assert r.spills == 0 and r.stack == 0, f"{name} {params} spills: {r}"
+    assert ".entry gemm(" in c.ptx
+    assert c.cubin[:4] == b"\x7fELF"
+
+
+def test_cache_hit_is_fast_and_keyed_by_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    v = discover().get("tiled")
+    cold = compile_rendered(render(v, {"TILE": 16}), "sm_90")
+    warm = compile_rendered(render(v, {"TILE": 16}), "sm_90")
+    assert not cold.cached and warm.cached and warm.key == cold.key
+    assert warm.lookup_ms < 50, "a cached rerun must add under 50 ms"
+    assert warm.resources == cold.resources
+    other = compile_rendered(render(v, {"TILE": 8}), "sm_90")
+    assert other.key != cold.key and not other.cached
+    assert compile_rendered(render(v, {"TILE": 16}), "sm_90a").key != cold.key
+
+
+def test_compile_error_points_at_template_line(user_dir):
+    path = write_template(user_dir, "typo", GOOD_BODY.replace("acc += A[", "acc += AA["))
+    v = load_variant(path, builtin=False)
+    with pytest.raises(GemmlabError) as e:
+        compile_rendered(render(v, v.defaults()), "sm_90")
+    line = next(i for i, l in enumerate(path.read_text().split("\n"), 1) if "AA[" in l)
+    msg = e.value.message
+    assert "does not compile" in msg and f"typo.cu.j2:{line}: error" in msg and '"AA"' in msg
+    assert "(rendered typo.cu:" in msg
+
+
+def test_template_without_gemm_entry_is_rejected(user_dir):
+    path = write_template(user_dir, "noentry", GOOD_BODY.replace("void gemm(", "void matmul("))
+    v = load_variant(path, builtin=False)
+    with pytest.raises(GemmlabError, match="no kernel named gemm"):
+        compile_rendered(render(v, v.defaults()), "sm_90")
+
+
+def test_arch_is_validated():
+    assert check_arch("sm_90a") == "sm_90a"
+    for bad in ("sm90", "compute_90", "sm_9"):
+        with pytest.raises(GemmlabError):
+            check_arch(bad)
+
+
+def test_parse_resources():
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'gemm' for 'sm_90'
+ptxas info    : Function properties for gemm
+ptxas         .     24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 4096 bytes smem, 400 bytes cmem[0]
+"""
+    r = parse_resources(log)
+    assert (r.registers, r.smem, r.stack, r.spill_stores, r.spill_loads, r.barriers) == (168, 4096, 24, 8, 12, 1)
+    assert r.spills == 20
+
+
+def test_sass_shows_ffma_from_shared_memory():
+    v = discover().get("regblock")
+    text = sass(compile_rendered(render(v, v.defaults()), "sm_90"))
+    assert "FFMA" in text and "LDS" in text and "HMMA" not in text

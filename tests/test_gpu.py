@@ -1,0 +1,107 @@
+"""On a GPU: every variant at every valid configuration is correct on square and odd shapes; the check
+catches wrong kernels; the CLI runs end to end. Skipped without a GPU (run these on the device)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+import gemmlab
+from gemmlab.cli import cli
+from gemmlab.runner import Problem, Shape
+from conftest import GOOD_BODY, ROOT, write_template
+
+pytestmark = pytest.mark.gpu
+
+CONFIGS = [(v.name, p) for v in gemmlab.catalog().ladder() for p, bad in v.configs() if not bad]
+SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (4096, 4096, 4096)]
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return {s: Problem(Shape(*s)) for s in SHAPES}
+
+
+@pytest.mark.parametrize("name,params", CONFIGS, ids=[f"{n}-{p}" for n, p in CONFIGS])
+def test_every_config_is_correct(name, params, problems):
+    v = gemmlab.catalog().get(name)
+    compiled = gemmlab.build(v, params)
+    for shape, problem in problems.items():
+        r = problem.run(v, params, compiled, timed=False)
+        assert r.error is None, r.error
+        assert r.check.unwritten == 0, f"{name} {params} {shape}: {r.check.unwritten} outputs not written"
+        assert r.check.passed, f"{name} {params} {shape}: rel err {r.check.rel_err:.2e}"
+
+
+def test_float64_reference_sees_fp32_rounding():
+    p = Problem(Shape(1000, 999, 1001), fp64_check=True)
+    v = gemmlab.catalog().get("regblock")
+    r = p.run(v, v.defaults(), gemmlab.build(v, v.defaults()), timed=False)
+    assert r.check.reference == "float64"
+    assert 0 < r.check.rel_err < 1e-5  # FP32 rounding shows against float64, far under the tolerance
+
+
+@pytest.mark.parametrize("bug,edit,expect_unwritten", [
+    ("lastcol", ("if (row >= M || col >= N) return;", "if (row >= M || col >= N - 1) return;"), True),
+    ("scaled", ("C[row * N + col] = acc;", "C[row * N + col] = acc * 1.0001f;"), False),
+    ("shortk", ("for (int k = 0; k < K; ++k)", "for (int k = 1; k < K; ++k)"), False),
+])
+def test_wrong_kernels_fail_and_are_not_timed(user_dir, bug, edit, expect_unwritten):
+    write_template(user_dir, f"bug_{bug}", GOOD_BODY.replace(*edit))
+    v = gemmlab.catalog((user_dir,)).get(f"bug_{bug}")
+    r = Problem(Shape(100, 70, 50)).run(v, v.defaults(), gemmlab.build(v, v.defaults()))
+    assert r.status == "FAIL" and r.timing is None and r.valid_time is None
+    assert (r.check.unwritten > 0) == expect_unwritten
+
+
+def test_out_of_memory_is_a_clear_error():
+    with pytest.raises(gemmlab.GemmlabError, match="GiB of GPU memory"):
+        Problem(Shape(46340, 46340, 46340), fp64_check=True)
+
+
+def test_device_facts():
+    d = gemmlab.get_device()
+    assert d.sms > 0 and d.peak_fp32 > 1e12 and d.bandwidth > 1e11
+    assert d.arch.startswith("sm_")
+
+
+def _cli(*args):
+    r = CliRunner().invoke(cli, [str(a) for a in args])
+    assert "Traceback" not in r.output
+    return r
+
+
+def test_cli_run_json():
+    r = _cli("run", "--variant", "tiled", "--tile", "16", "--size", "512", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    tiled, cublas = doc["rows"]
+    assert tiled["status"] == "PASS" and tiled["tflops"] > 0 and tiled["pct_cublas"] > 0
+    assert cublas["variant"] == "cuBLAS" and doc["device"]["sms"] > 0 and doc["shape"]["M"] == 512
+
+
+def test_cli_compare_odd_shape():
+    r = _cli("compare", "-M", "300", "-N", "200", "-K", "100", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["rows"]
+    assert [x["variant"] for x in rows] == ["naive", "coalesced", "tiled", "regblock", "cuBLAS"]
+    assert all(x["status"] == "PASS" for x in rows)
+    assert rows[1]["speedup_prev"] > 0
+
+
+def test_cli_reports_a_wrong_kernel_as_fail(user_dir):
+    write_template(user_dir, "bug", GOOD_BODY.replace("acc += A[", "acc -= A["))
+    r = _cli("compare", "--variants", "tiled,bug", "--size", "128", "--kernels-dir", user_dir)
+    assert r.exit_code == 1
+    assert "FAIL" in r.output and "its time is not reported" in r.output
+
+
+def test_api_example_runs():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "api_tour.py"), "--size", "512"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "PASS" in p.stdout

@@ -1,0 +1,131 @@
+"""Template discovery, headers, parameter validation and launch geometry: no GPU."""
+
+import shutil
+
+import pytest
+
+from gemmlab import GemmlabError
+from gemmlab.templates import builtin_dir, discover, load_variant
+from conftest import GOOD_BODY, write_template
+
+LADDER = ["naive", "coalesced", "tiled", "regblock"]
+
+
+def test_builtin_ladder_in_order():
+    cat = discover()
+    assert not cat.broken
+    assert [v.name for v in cat.ladder()] == LADDER
+    for v in cat.ladder()[1:]:
+        assert v.parent in cat.variants, f"{v.name}'s parent {v.parent} is not a variant"
+        assert v.predict, f"{v.name} should predict its gain over {v.parent}"
+
+
+@pytest.mark.parametrize("name", LADDER)
+def test_every_choice_is_usable(name):
+    """Each declared choice of each parameter appears in at least one valid configuration."""
+    v = discover().get(name)
+    valid = [p for p, bad in v.configs() if not bad]
+    assert v.defaults() in valid
+    for pname, param in v.params.items():
+        assert param.choices, f"{name}.{pname} declares its allowed values"
+        for choice in param.choices:
+            assert any(p[pname] == choice for p in valid), f"{name}: {pname}={choice} is never valid"
+
+
+def test_tile_64_is_rejected_with_the_reason():
+    v = discover().get("tiled")
+    with pytest.raises(GemmlabError) as e:
+        v.resolve({"TILE": 64})
+    assert "1024 threads" in e.value.message and "4096" in e.value.message
+
+
+def test_regblock_constraints_reject_bad_combinations():
+    v = discover().get("regblock")
+    with pytest.raises(GemmlabError, match="at most 1024 threads"):
+        v.resolve({"TILE": 128, "REG": 2})  # 64 x 64 threads
+    with pytest.raises(GemmlabError, match="idle"):
+        v.resolve({"TILE": 32, "REG": 8})  # 4 x 4 threads
+
+
+def test_parameters_are_parsed_and_checked():
+    v = discover().get("regblock")
+    assert v.resolve({"REG": "4", "TILE": "64"})["REG"] == 4
+    with pytest.raises(GemmlabError, match="integer"):
+        v.resolve({"REG": "four"})
+    with pytest.raises(GemmlabError, match="did you mean TILE"):
+        v.resolve({"TILEE": 64})
+    with pytest.raises(GemmlabError, match="choose one of: 2, 4, 8"):
+        v.resolve({"REG": 3})
+
+
+def test_launch_geometry():
+    v = discover().get("tiled")
+    g = v.geometry({"TILE": 32}, 100, 200, 300)
+    assert g.grid == (7, 4, 1) and g.block == (32, 32, 1) and g.threads == 1024 and g.smem == 0
+    naive = discover().get("naive")
+    with pytest.raises(GemmlabError, match="grid"):
+        naive.geometry({"BLOCK": 8}, 8, 8 * 70000, 8)  # grid.y over 65535
+
+
+def test_user_template_shadows_builtin(user_dir):
+    shutil.copy(builtin_dir() / "tiled.cu.j2", user_dir / "tiled.cu.j2")
+    cat = discover((user_dir,))
+    v = cat.get("tiled")
+    assert not v.builtin and v.path.parent == user_dir
+    assert v.shadows == builtin_dir() / "tiled.cu.j2"
+
+
+def test_env_var_adds_directories(user_dir, monkeypatch):
+    write_template(user_dir, "mine", GOOD_BODY)
+    monkeypatch.setenv("GEMMLAB_KERNELS", str(user_dir))
+    cat = discover()
+    assert "mine" in cat.variants and cat.get("mine").parent == "tiled"
+    assert [v.name for v in cat.ladder()].index("mine") > [v.name for v in cat.ladder()].index("tiled")
+
+
+def test_unknown_variant_suggests_close_matches():
+    with pytest.raises(GemmlabError, match="did you mean tiled"):
+        discover().get("tilde")
+
+
+BAD_HEADERS = {
+    "no header": ("nohead", None, "starts with a '{#---' line"),
+    "toml error with its line": ("badtoml", "x = = 1\n", ":9: "),
+    "duplicate parameter": ("dup", "[params.TILE]\ndefault = 8\n", "TILE"),
+    "unknown key": ("unk", "colour = 1\n", "unknown key"),
+    "default not a choice": ("notchoice", None, "not one of its choices"),
+    "constraint on an unknown name": ("undef", '[[constraints]]\ncheck = "BOGUS > 1"\nwhy = "x"\n', "BOGUS"),
+    "defaults break a constraint": ("brk", '[[constraints]]\ncheck = "TILE > 16"\nwhy = "too small"\n',
+                                    "too small"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_HEADERS)
+def test_bad_headers_are_reported_with_file(user_dir, case):
+    name, extra, expected = BAD_HEADERS[case]
+    if case == "no header":
+        path = user_dir / f"{name}.cu.j2"
+        path.write_text(GOOD_BODY)
+    elif case == "default not a choice":
+        path = write_template(user_dir, name, GOOD_BODY)
+        path.write_text(path.read_text().replace("default = 16", "default = 32"))
+    elif case == "toml error with its line":
+        path = write_template(user_dir, name, GOOD_BODY)
+        lines = path.read_text().split("\n")
+        lines.insert(8, extra.strip())  # becomes the file's line 9
+        path.write_text("\n".join(lines))
+    else:
+        path = write_template(user_dir, name, GOOD_BODY, header_extra=extra)
+    with pytest.raises(GemmlabError) as e:
+        load_variant(path, builtin=False)
+    assert str(path) in e.value.message and expected in e.value.message
+    # a broken template does not hide the others
+    cat = discover((user_dir,))
+    assert name in cat.broken and "tiled" in cat.variants
+
+
+def test_name_must_match_file(user_dir):
+    path = write_template(user_dir, "alpha", GOOD_BODY)
+    path.rename(user_dir / "beta.cu.j2")
+    with pytest.raises(GemmlabError, match="must agree"):
+        load_variant(user_dir / "beta.cu.j2")
