@@ -170,6 +170,32 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _nvrtc_compile(rendered: Rendered, arch: str, options: list[str], version: str) -> tuple[str, bytes, str]:
+    """One NVRTC compile: (PTX, cubin, log), or a GemmlabError with the log mapped to template lines."""
+    nvrtc = _nvrtc()
+    prog = nvrtc.createProgram(rendered.source, rendered.name, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, options)
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(prog)
+            hint = None
+            if "cannot open source file" in log:
+                hint = "CUDA headers were not found: install nvidia-cuda-runtime, or set CUDA_PATH"
+            raise GemmlabError(
+                f"variant '{rendered.variant.name}' does not compile for {arch} (NVRTC {version}):\n"
+                + _map_log(log, rendered),
+                hint=hint or f"see the rendered source: gemmlab show --variant {rendered.variant.name} "
+                             "--what source") from None
+        log = nvrtc.getProgramLog(prog)
+        ptx = nvrtc.getPTX(prog)
+        ptx = (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\0")
+        # cupy's getCUBIN drops the cubin's last byte; put it back or cuobjdump and the loader refuse it.
+        return ptx, nvrtc.getCUBIN(prog) + b"\0", log
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 def compile_rendered(rendered: Rendered, arch: str, extra_options: tuple[str, ...] = (),
                      use_cache: bool = True) -> Compiled:
     """Compile to a cubin for `arch`, or take it from the cache."""
@@ -190,31 +216,15 @@ def compile_rendered(rendered: Rendered, arch: str, extra_options: tuple[str, ..
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a damaged entry: compile again and overwrite it
 
-    nvrtc = _nvrtc()
     t1 = time.perf_counter()
-    prog = nvrtc.createProgram(rendered.source, rendered.name, [], [])
-    try:
-        try:
-            nvrtc.compileProgram(prog, options)
-        except nvrtc.NVRTCError:
-            log = nvrtc.getProgramLog(prog)
-            hint = None
-            if "cannot open source file" in log:
-                hint = "CUDA headers were not found: install nvidia-cuda-runtime, or set CUDA_PATH"
-            raise GemmlabError(
-                f"variant '{rendered.variant.name}' does not compile for {arch} (NVRTC {version}):\n"
-                + _map_log(log, rendered),
-                hint=hint or f"see the rendered source: gemmlab show --variant {rendered.variant.name} "
-                             "--what source") from None
-        log = nvrtc.getProgramLog(prog)
-        ptx = nvrtc.getPTX(prog)
-        ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-        # cupy's getCUBIN drops the cubin's last byte; put it back or cuobjdump and the loader refuse it.
-        cubin = nvrtc.getCUBIN(prog) + b"\0"
-    finally:
-        nvrtc.destroyProgram(prog)
+    ptx, cubin, log = _nvrtc_compile(rendered, arch, options, version)
+    if "Function properties for" not in log:
+        # NVRTC 12.9+ keeps a cache of its own and, on a hit, skips ptxas and its report. We want the
+        # report (registers, spills) and an honest cold compile time, so compile once more with an
+        # unused macro that no cache has seen.
+        ptx, cubin, log = _nvrtc_compile(rendered, arch, options + [f"-DGEMMLAB_FRESH={os.urandom(8).hex()}"],
+                                         version)
     compile_ms = (time.perf_counter() - t1) * 1e3
-    ptx = ptx.rstrip("\0")
     if not re.search(rf"\.entry\s+{ENTRY}\s*\(", ptx):
         raise GemmlabError(f"variant '{rendered.variant.name}' defines no kernel named {ENTRY}",
                            hint='every template defines extern "C" __global__ void gemm(A, B, C, M, N, K)')
