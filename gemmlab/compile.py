@@ -26,6 +26,12 @@ from .errors import GemmlabError
 from .render import Rendered
 
 FORMAT = 1  # bump when the cache entry layout changes
+
+# NVRTC (seen with 13.0) hands its PTX-to-cubin step to the driver's JIT cache (~/.nv/ComputeCache): on a
+# hit it skips ptxas, so the resource report comes back empty and the compile time is not a cold one.
+# We cache cubins ourselves and only ever load cubins, so that cache buys nothing: turn it off before
+# NVRTC is first used.
+os.environ["CUDA_CACHE_DISABLE"] = "1"
 ENTRY = "gemm"  # every template defines extern "C" __global__ void gemm(...)
 ARCH_RE = re.compile(r"^sm_(\d+)(a?)$")
 
@@ -187,7 +193,7 @@ def _nvrtc_compile(rendered: Rendered, arch: str, options: list[str], version: s
                 + _map_log(log, rendered),
                 hint=hint or f"see the rendered source: gemmlab show --variant {rendered.variant.name} "
                              "--what source") from None
-        log = nvrtc.getProgramLog(prog)
+        log = nvrtc.getProgramLog(prog).rstrip("\0")
         ptx = nvrtc.getPTX(prog)
         ptx = (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\0")
         # cupy's getCUBIN drops the cubin's last byte; put it back or cuobjdump and the loader refuse it.
@@ -218,12 +224,6 @@ def compile_rendered(rendered: Rendered, arch: str, extra_options: tuple[str, ..
 
     t1 = time.perf_counter()
     ptx, cubin, log = _nvrtc_compile(rendered, arch, options, version)
-    if "Function properties for" not in log:
-        # NVRTC 12.9+ keeps a cache of its own and, on a hit, skips ptxas and its report. We want the
-        # report (registers, spills) and an honest cold compile time, so compile once more with an
-        # unused macro that no cache has seen.
-        ptx, cubin, log = _nvrtc_compile(rendered, arch, options + [f"-DGEMMLAB_FRESH={os.urandom(8).hex()}"],
-                                         version)
     compile_ms = (time.perf_counter() - t1) * 1e3
     if not re.search(rf"\.entry\s+{ENTRY}\s*\(", ptx):
         raise GemmlabError(f"variant '{rendered.variant.name}' defines no kernel named {ENTRY}",

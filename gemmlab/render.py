@@ -18,7 +18,7 @@ from jinja2.ext import Extension
 from jinja2.lexer import Token
 
 from .errors import GemmlabError
-from .templates import Variant, builtin_dir, cdiv
+from .templates import Variant, builtin_dir, cdiv, show_params
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
 _TAG_RE = re.compile("\x1e(\\d+):(\\d+)\x1f")
@@ -111,8 +111,9 @@ def _template_error_location(err: Exception) -> str:
     return where
 
 
-def render(variant: Variant, params: Mapping[str, object]) -> Rendered:
-    """Render a variant with resolved parameters (see Variant.resolve)."""
+def render(variant: Variant, params: Mapping[str, object] | None = None) -> Rendered:
+    """Render a variant; missing parameters take their defaults, and all are validated first."""
+    params = variant.resolve(params)
     search = [variant.path.parent] + [d for d in [builtin_dir()] if d != variant.path.parent]
     env = environment(search)
     names = dict(params)
@@ -128,7 +129,6 @@ def render(variant: Variant, params: Mapping[str, object]) -> Rendered:
     except TemplateError as e:
         raise GemmlabError(f"template error at {_template_error_location(e) or variant.path}: {e}") from None
     source, origins = _untag(tagged)
-    shown = " ".join(f"{k}={v}" for k, v in params.items())
-    banner = f"// gemmlab variant {variant.name} ({variant.path.name}) {shown}\n"
+    banner = f"// gemmlab variant {variant.name} ({variant.path.name}) {show_params(params)}\n"
     return Rendered(variant, dict(params), banner + source, [None] + origins)
 

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from . import __version__
 from .runner import Result
+from .templates import show_params
 
 
 def git_commit() -> str | None:
@@ -100,7 +101,7 @@ def _f(x, fmt: str, none: str = "-") -> str:
 
 
 def params_text(params: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items()) or "-"
+    return show_params(params) or "-"
 
 
 def status_text(r: dict) -> Text:

@@ -55,6 +55,11 @@ MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 
 
+def show_params(values: Mapping[str, object]) -> str:
+    """`TILE=32 PREFETCH=true`: as a user types them with -p."""
+    return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items())
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division: how many tiles of size b cover a."""
     return -(-a // b)
@@ -207,8 +212,7 @@ class Variant:
                 problems.append(e.message)
         problems += self.violations(values)  # a value outside the choices usually breaks a rule too: say which
         if problems:
-            shown = " ".join(f"{k}={v}" for k, v in values.items())
-            raise GemmlabError(f"variant '{self.name}' cannot run with {shown}:\n  " + "\n  ".join(problems))
+            raise GemmlabError(f"variant '{self.name}' cannot run with {show_params(values)}:\n  " + "\n  ".join(problems))
         return values
 
     def violations(self, values: Mapping[str, object]) -> list[str]:

@@ -78,19 +78,9 @@ def test_sass_shows_ffma_from_shared_memory():
     assert "FFMA" in text and "LDS" in text and "HMMA" not in text
 
 
-def test_a_compile_answered_from_nvrtcs_own_cache_is_redone(monkeypatch, tmp_path):
-    """NVRTC 12.9+ may answer from its own cache without the ptxas report; we compile again."""
-    import gemmlab.compile as comp
-    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path))
-    real, calls = comp._nvrtc_compile, []
 
-    def first_without_report(rendered, arch, options, version):
-        calls.append(options)
-        ptx, cubin, log = real(rendered, arch, options, version)
-        return (ptx, cubin, "") if len(calls) == 1 else (ptx, cubin, log)
-
-    monkeypatch.setattr(comp, "_nvrtc_compile", first_without_report)
-    v = discover().get("tiled")
-    c = comp.compile_rendered(render(v, v.defaults()), "sm_90")
-    assert len(calls) == 2 and any(o.startswith("-DGEMMLAB_FRESH=") for o in calls[1])
-    assert c.resources.registers > 0 and c.resources.smem == 2 * 32 * 32 * 4
+def test_the_driver_jit_cache_is_off_for_nvrtc():
+    """Else NVRTC 13.0 answers repeat compiles from ~/.nv/ComputeCache with no ptxas report."""
+    import os
+    import gemmlab.compile  # noqa: F401
+    assert os.environ["CUDA_CACHE_DISABLE"] == "1"
