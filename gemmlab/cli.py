@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
@@ -23,7 +24,7 @@ from .api import catalog, default_arch
 from .compile import compile_rendered, sass
 from .errors import GemmlabError
 from .render import render
-from .templates import SUFFIX, NAME_RE, default_user_dir, load_variant
+from .templates import NAME_RE, SUFFIX, default_user_dir, load_variant, show_value
 
 def _console(stderr: bool = False) -> Console:
     """Made at use time, so it writes to whatever stdout/stderr is then (a pipe, a test's buffer).
@@ -63,15 +64,16 @@ class Cli(click.Group):
 
 
 def _fail(ctx, message: str, hint: str | None = None):
-    err().print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    # Messages carry compiler output and template text ("As[ty][k]"): escape them, they are not markup.
+    err().print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     if hint:
-        err().print(f"[dim]{hint}[/]", soft_wrap=True)
+        err().print(f"[dim]{escape(hint)}[/]", soft_wrap=True)
     ctx.exit(1)
 
 
 def _note(msg: str | None):
     if msg:
-        err().print(f"[yellow]note:[/] {msg}")
+        err().print(f"[yellow]note:[/] {escape(msg)}")
 
 
 # ---------------------------------------------------------------------------- shared options
@@ -156,14 +158,15 @@ def list_cmd(kernels_dirs, as_json):
     for c in ("variant", "parent", "idea", "parameters (default [choices])", "source"):
         t.add_column(c, overflow="fold")
     for v in cat.ladder():
-        ps = "\n".join(f"{n}={p.default}" + (f" [{', '.join(map(str, p.choices))}]" if p.choices else "")
-                       for n, p in v.params.items()) or "-"
-        src = "built-in" if v.builtin else f"[cyan]{v.path}[/]"
+        ps = escape("\n".join(f"{n}={show_value(p.default)}"
+                              + (f" [{', '.join(map(show_value, p.choices))}]" if p.choices else "")
+                              for n, p in v.params.items()) or "-")
+        src = "built-in" if v.builtin else f"[cyan]{escape(str(v.path))}[/]"
         if v.shadows:
-            src += f"\n[yellow]shadows {v.shadows}[/]"
-        t.add_row(f"[bold]{v.name}[/]", v.parent or "-", v.idea, ps, src)
+            src += f"\n[yellow]shadows {escape(str(v.shadows))}[/]"
+        t.add_row(f"[bold]{v.name}[/]", v.parent or "-", escape(v.idea), ps, src)
     for name, e in cat.broken.items():
-        t.add_row(f"[red]{name}[/]", "", f"[red]{e.message}[/]", "", "[red]broken[/]")
+        t.add_row(f"[red]{name}[/]", "", f"[red]{escape(e.message)}[/]", "", "[red]broken[/]")
     out().print(t)
 
 
@@ -209,7 +212,7 @@ def _emit(doc, rows, as_json, speedups):
     for r in bad:
         what = r["error"] or (f"{r['unwritten']} elements of C never written" if r["unwritten"]
                               else f"relative error {r['rel_err']:.2e} > tolerance {r['tol']:.0e}")
-        err().print(f"[bold red]FAIL[/] {r['variant']} {report.params_text(r['params'])}: {what}; "
+        err().print(f"[bold red]FAIL[/] {escape(r['variant'])} {report.params_text(r['params'])}: {escape(what)}; "
                   "its time is not reported")
     if bad:
         sys.exit(1)
@@ -328,11 +331,11 @@ def build(names, arch, all_configs, no_cache, kernels_dirs):
                       "cached" if c.cached else f"{c.compile_ms:.0f}", "[green]ok[/]")
     out().print(t)
     for name, params, e in failed:
-        err().print(f"[bold red]error:[/] {name} {report.params_text(params)}: {e}", soft_wrap=True)
+        err().print(f"[bold red]error:[/] {name} {report.params_text(params)}: {escape(str(e))}", soft_wrap=True)
     for name in cat.broken:
         if not names or name in names:
             failed.append(name)
-            err().print(f"[bold red]error:[/] {cat.broken[name]}", soft_wrap=True)
+            err().print(f"[bold red]error:[/] {escape(str(cat.broken[name]))}", soft_wrap=True)
     if failed:
         sys.exit(1)
 
@@ -411,7 +414,7 @@ def new(name, source, dest_dir, kernels_dirs):
         f.write(text)
     load_variant(target, builtin=False)
     shadow = " (it shadows the built-in one)" if name in cat.variants and cat.variants[name].builtin else ""
-    out().print(f"wrote [cyan]{target}[/]{shadow}")
+    out().print(f"wrote [cyan]{escape(str(target))}[/]{shadow}")
     flag = "" if directory == default_user_dir() or str(directory) in env_dirs else f" --kernels-dir {directory}"
     out().print(f"edit it, then:  gemmlab run --variant {name}{flag}\n"
               f"           or:  gemmlab compare --variants {v.name},{name}{flag}")

@@ -11,6 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -120,7 +121,7 @@ def results_table(rows: list[dict], title: str, speedups: bool = False) -> Table
     for r in rows:
         name = r["variant"] + (" (user)" if r.get("user") else "")
         failed = r["status"] in ("FAIL", "ERROR")
-        cells = [name, params_text(r["params"]),
+        cells = [escape(name), escape(params_text(r["params"])),
                  "invalid" if failed else _f(r["ms"], ".3f"),
                  _f(r["tflops"], ".2f"), _f(r["pct_peak"], ".1f"), _f(r["pct_cublas"], ".1f")]
         if speedups:

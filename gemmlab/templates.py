@@ -55,9 +55,14 @@ MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 
 
+def show_value(v: object) -> str:
+    """A parameter value as a user types it with -p (true, not True)."""
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
 def show_params(values: Mapping[str, object]) -> str:
-    """`TILE=32 PREFETCH=true`: as a user types them with -p."""
-    return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items())
+    """`TILE=32 PREFETCH=true`."""
+    return " ".join(f"{k}={show_value(v)}" for k, v in values.items())
 
 
 def cdiv(a: int, b: int) -> int:

@@ -92,6 +92,7 @@ def test_compile_error_shows_template_line(user_dir):
     line = next(i for i, l in enumerate(path.read_text().split("\n"), 1) if "AA[" in l)
     r = invoke("show", "--variant", "typo", "--what", "resources", "--arch", "sm_90", "--kernels-dir", user_dir)
     assert r.exit_code == 1 and f"typo.cu.j2:{line}: error" in r.output
+    assert "acc += AA[row * K + k] * B[k * N + col];" in r.output  # brackets are text, not rich markup
 
 
 def test_new_copies_a_template_and_never_overwrites(user_dir):

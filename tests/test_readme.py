@@ -1,0 +1,32 @@
+"""The README stays true: its ladder tables are the committed H100 results, and the results say where
+and when they were measured."""
+
+import json
+
+import pytest
+
+from gemmlab import report
+from conftest import ROOT
+
+RESULTS = sorted((ROOT / "benchmarks").glob("h100-compare-*.json"))
+
+
+def test_results_exist_for_4096_and_1024():
+    assert {p.name for p in RESULTS} >= {"h100-compare-4096.json", "h100-compare-1024.json"}
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=[p.name for p in RESULTS])
+def test_readme_table_is_the_committed_result(path):
+    doc = json.loads(path.read_text())
+    assert "H100" in doc["device"]["name"] and doc["date"] and doc["commit"]
+    assert all(r["status"] == "PASS" for r in doc["rows"])
+    table = report.markdown(doc)
+    assert table in (ROOT / "README.md").read_text(), (
+        f"README's table for {path.name} differs from the file: paste `gemmlab report --markdown {path}`")
+    assert f"commit `{doc['commit']}`" in (ROOT / "README.md").read_text()
+
+
+def test_readme_names_the_ci_test_command():
+    text = (ROOT / "README.md").read_text()
+    after = text.split("<!-- test-command -->", 1)[1]
+    assert "python3 -m pytest" in after.split("```")[1]
