@@ -19,7 +19,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
-from . import report
+from . import __version__, report
 from .api import catalog, default_arch
 from .compile import compile_rendered, sass
 from .errors import GemmlabError
@@ -129,7 +129,7 @@ def make_shape(size, m, n, k):
 # ---------------------------------------------------------------------------- commands
 
 @click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="gemmlab")
+@click.version_option(version=__version__, prog_name="gemmlab")
 def cli():
     """gemmlab: write GEMM kernels as CUDA templates, compile them with NVRTC, check them against
     cuBLAS and time them.
@@ -170,34 +170,41 @@ def list_cmd(kernels_dirs, as_json):
     out().print(t)
 
 
-def _run_rows(cat, jobs, shape, reps, seed, check_ref, with_cublas, progress=None):
-    """Compile every job, then check and time each on one set of inputs; cuBLAS first."""
-    from .runner import Problem
+def _run_rows(command, jobs, shape, reps, seed, check_ref, with_cublas, progress=None, keep_going=False):
+    """Check and time each (variant, params) on one set of inputs, cuBLAS first. With keep_going, a
+    variant that does not compile becomes an ERROR row and the others still run."""
+    from .runner import Problem, Result
     problem = Problem(shape, seed, fp64_check=check_ref == "fp64")
     dev = problem.device
-    results, cublas = [], None
     task = progress.add_task("", total=len(jobs) + int(with_cublas)) if progress else None
 
-    def step(text):
-        if progress:
+    def step(text=None):  # show what runs now; without text, count one job done
+        if not progress:
+            return
+        if text:
             progress.update(task, description=text)
+        else:
+            progress.advance(task)
 
+    results = []
+    cublas = None
     if with_cublas:
         step("cuBLAS")
         cublas = problem.cublas(reps)
-        progress and progress.advance(task)
+        step()
     for v, params in jobs:
-        step(f"compile {v.name}")
-        compiled = compile_rendered(render(v, params), dev.arch)
-        step(f"check + time {v.name} {report.params_text(params)}")
-        results.append(problem.run(v, params, compiled, reps))
-        progress and progress.advance(task)
+        step(f"compile, check and time {v.name} {report.params_text(params)}")
+        try:
+            compiled = compile_rendered(render(v, params), dev.arch)
+            results.append(problem.run(v, params, compiled, reps))
+        except GemmlabError as e:
+            if not keep_going:
+                raise
+            results.append(Result(v.name, params, shape, source=str(v.path), user=not v.builtin, error=str(e)))
+        step()
     cublas_ms = cublas.valid_time if cublas else None
-    rows = [report.row(r, dev.peak_fp32, cublas_ms) for r in results]
-    if cublas:
-        rows.append(report.row(cublas, dev.peak_fp32, cublas_ms))
-    doc = report.meta("", dev, shape, problem.seed)
-    return doc, rows
+    rows = [report.row(r, dev.peak_fp32, cublas_ms) for r in results + ([cublas] if cublas else [])]
+    return report.meta(command, dev, shape, problem.seed), rows
 
 
 def _emit(doc, rows, as_json, speedups):
@@ -230,8 +237,7 @@ def run(name, tile, reg, raw_params, size, m, n, k, reps, seed, check_ref, as_js
     v = cat.get(name)
     params = v.resolve(overrides(tile, reg, raw_params))
     shape = make_shape(size, m, n, k)
-    doc, rows = _run_rows(cat, [(v, params)], shape, reps, seed, check_ref, not no_cublas)
-    doc["command"] = "run"
+    doc, rows = _run_rows("run", [(v, params)], shape, reps, seed, check_ref, not no_cublas)
     _emit(doc, rows, as_json, speedups=False)
 
 
@@ -249,8 +255,7 @@ def compare(variants, size, m, n, k, reps, seed, check_ref, as_json, kernels_dir
     shape = make_shape(size, m, n, k)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=err(), transient=True) as progress:
-        doc, rows = _run_rows(cat, jobs, shape, reps, seed, check_ref, True, progress)
-    doc["command"] = "compare"
+        doc, rows = _run_rows("compare", jobs, shape, reps, seed, check_ref, True, progress, keep_going=True)
     report.add_speedups(rows)
     _emit(doc, rows, as_json, speedups=True)
 

@@ -48,9 +48,10 @@ class Shape:
         return f"{self.M}x{self.N}x{self.K}"
 
     def bytes_needed(self, fp64_check: bool = False) -> int:
-        """GPU memory for A, B, C, the reference and the flush buffer (and float64 copies if asked)."""
+        """GPU memory for A, B, C, the reference, the check's two temporaries and the flush buffer
+        (and float64 copies if asked)."""
         mk, kn, mn = self.M * self.K, self.K * self.N, self.M * self.N
-        need = 4 * (mk + kn + 2 * mn) + FLUSH_BYTES
+        need = 4 * (mk + kn + 4 * mn) + FLUSH_BYTES
         return need + (8 * (mk + kn + mn) if fp64_check else 0)
 
 

@@ -410,7 +410,7 @@ class Catalog:
 def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
     """Scan the user directories (highest priority first) and the built-in directory.
     A template whose header is broken is kept aside with its error, so others still list."""
-    users = [d for d in user_dirs(extra_dirs)]
+    users = user_dirs(extra_dirs)
     for d in extra_dirs:
         if not Path(d).expanduser().is_dir():
             raise GemmlabError(f"--kernels-dir {d}: no such directory")

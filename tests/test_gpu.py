@@ -78,7 +78,7 @@ def _cli(*args):
 def test_cli_run_json():
     r = _cli("run", "--variant", "tiled", "--tile", "16", "--size", "512", "--json")
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     tiled, cublas = doc["rows"]
     assert tiled["status"] == "PASS" and tiled["tflops"] > 0 and tiled["pct_cublas"] > 0
     assert cublas["variant"] == "cuBLAS" and doc["device"]["sms"] > 0 and doc["shape"]["M"] == 512
@@ -87,7 +87,7 @@ def test_cli_run_json():
 def test_cli_compare_odd_shape():
     r = _cli("compare", "-M", "300", "-N", "200", "-K", "100", "--json")
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.output)["rows"]
+    rows = json.loads(r.stdout)["rows"]
     assert [x["variant"] for x in rows] == ["naive", "coalesced", "tiled", "regblock", "cuBLAS"]
     assert all(x["status"] == "PASS" for x in rows)
     assert rows[1]["speedup_prev"] > 0
@@ -98,6 +98,15 @@ def test_cli_reports_a_wrong_kernel_as_fail(user_dir):
     r = _cli("compare", "--variants", "tiled,bug", "--size", "128", "--kernels-dir", user_dir)
     assert r.exit_code == 1
     assert "FAIL" in r.output and "its time is not reported" in r.output
+
+
+def test_compare_goes_on_after_a_template_that_does_not_compile(user_dir):
+    write_template(user_dir, "typo", GOOD_BODY.replace("acc += A[", "acc += AA["))
+    r = _cli("compare", "--variants", "typo,tiled", "--size", "256", "--json", "--kernels-dir", user_dir)
+    assert r.exit_code == 1
+    rows = {x["variant"]: x for x in json.loads(r.stdout)["rows"]}
+    assert rows["typo"]["status"] == "ERROR" and "does not compile" in rows["typo"]["error"]
+    assert rows["tiled"]["status"] == "PASS" and rows["tiled"]["tflops"] > 0
 
 
 def test_api_example_runs():
