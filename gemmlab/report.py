@@ -71,7 +71,7 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
         "unwritten": r.check.unwritten if r.check else None,
         "ms": ms, "ms_min": r.timing.min_ms if ms else None, "ms_max": r.timing.max_ms if ms else None,
         "reps": r.timing.reps if ms else None,
-        "tflops": tflops,
+        "tflops": tflops, "gflops": tflops * 1e3 if tflops else None,
         "pct_peak": 100 * tflops * 1e12 / peak_flops if tflops else None,
         "pct_cublas": 100 * cublas_ms / ms if ms and cublas_ms else None,
         "registers": res.registers if res else None, "smem_static": res.smem if res else None,
@@ -112,7 +112,7 @@ def status_text(r: dict) -> Text:
 
 def results_table(rows: list[dict], title: str, speedups: bool = False) -> Table:
     t = Table(title=title, title_justify="left")
-    cols = ["variant", "params", "ms", "TFLOP/s", "% peak", "% cuBLAS"]
+    cols = ["variant", "params", "ms", "GFLOP/s", "% peak", "% cuBLAS"]
     if speedups:
         cols += ["x prev", "x first"]
     cols += ["rel err", "check", "regs", "smem", "spills", "blocks/SM", "compile ms"]
@@ -123,7 +123,7 @@ def results_table(rows: list[dict], title: str, speedups: bool = False) -> Table
         failed = r["status"] in ("FAIL", "ERROR")
         cells = [escape(name), escape(params_text(r["params"])),
                  "invalid" if failed else _f(r["ms"], ".3f"),
-                 _f(r["tflops"], ".2f"), _f(r["pct_peak"], ".1f"), _f(r["pct_cublas"], ".1f")]
+                 _f(r["tflops"] and r["tflops"] * 1e3, ",.0f"), _f(r["pct_peak"], ".1f"), _f(r["pct_cublas"], ".1f")]
         if speedups:
             cells += [_f(r.get("speedup_prev"), ".2f"), _f(r.get("speedup_first"), ".1f")]
         smem = None if r["smem_static"] is None else r["smem_static"] + (r["smem_dynamic"] or 0)
@@ -150,13 +150,13 @@ def failures(rows: list[dict]) -> list[dict]:
 
 def markdown(doc: dict) -> str:
     """The README's ladder table from a saved `compare --json` document."""
-    lines = [f"| variant | params | ms | TFLOP/s | % of FP32 peak | % of cuBLAS | x previous |",
+    lines = ["| variant | params | ms | GFLOP/s | % of FP32 peak | % of cuBLAS | x previous |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in doc["rows"]:
         if r["status"] not in ("PASS",):
             lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['status']} | | | | |")
             continue
-        lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['ms']:.3f} | {r['tflops']:.2f} | "
+        lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['ms']:.3f} | {r['tflops'] * 1e3:,.0f} | "
                      f"{r['pct_peak']:.1f} | {_f(r['pct_cublas'], '.1f')} | {_f(r.get('speedup_prev'), '.2f')} |")
     return "\n".join(lines)
 

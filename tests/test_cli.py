@@ -131,7 +131,7 @@ def test_report_renders_saved_results(tmp_path):
     r = invoke("report", f)
     assert r.exit_code == 0 and "tiled" in r.output and "Test GPU" in r.output
     md = invoke("report", "--markdown", f)
-    assert "| tiled | TILE=32 | 1.000 | 1.00 | 1.5 | 20.0 |" in md.output
+    assert "| tiled | TILE=32 | 1.000 | 1,000 | 1.5 | 20.0 |" in md.output
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     assert invoke("report", bad).exit_code == 1
