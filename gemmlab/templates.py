@@ -87,13 +87,11 @@ def evaluate(expr: str, names: Mapping[str, object], where: str):
 # ---------------------------------------------------------------------------- locations
 
 def builtin_dir() -> Path:
-    """The templates shipped with gemmlab: ./kernels in a checkout, gemmlab.kernels when installed."""
-    checkout = Path(__file__).resolve().parent.parent / "kernels"
-    if checkout.is_dir():
-        return checkout
-    from importlib.resources import files
-
-    return Path(str(files("gemmlab.kernels")))
+    """The templates shipped with gemmlab: gemmlab/kernels when installed (pyproject maps kernels/
+    there), ./kernels in a checkout or an editable install."""
+    here = Path(__file__).resolve().parent
+    installed = here / "kernels"
+    return installed if installed.is_dir() else here.parent / "kernels"
 
 
 def default_user_dir() -> Path:

@@ -129,3 +129,21 @@ def test_name_must_match_file(user_dir):
     path.rename(user_dir / "beta.cu.j2")
     with pytest.raises(GemmlabError, match="must agree"):
         load_variant(user_dir / "beta.cu.j2")
+
+
+def test_a_regular_install_ships_the_kernels(tmp_path):
+    """pip install . (not editable) maps kernels/ to gemmlab/kernels; the variants must be found there."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    pytest.importorskip("setuptools")  # the build backend, used without build isolation (no network)
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(ROOT)], check=True, capture_output=True)
+    probe = ("import gemmlab; print(gemmlab.__file__); "
+             "print(sorted(gemmlab.catalog().variants))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+                         check=True).stdout
+    assert str(target) in out
+    assert "['coalesced', 'naive', 'regblock', 'tiled']" in out
