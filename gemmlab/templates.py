@@ -143,13 +143,15 @@ class Param:
                 raise GemmlabError(f"parameter {self.name} takes an integer, not '{text}'") from None
         return text
 
-    def check(self, value) -> None:
+    def check(self, value) -> str | None:
+        """None when the value is allowed, else why not. A value of the wrong type raises: no
+        constraint could be evaluated with it."""
         if type(value) is not self.type:
-            raise GemmlabError(
-                f"parameter {self.name} takes a {self.type.__name__}, not {value!r}")
+            raise GemmlabError(f"parameter {self.name} takes a {self.type.__name__}, not {value!r}")
         if self.choices is not None and value not in self.choices:
-            allowed = ", ".join(str(c) for c in self.choices)
-            raise GemmlabError(f"{self.name}={value} is not allowed; choose one of: {allowed}")
+            allowed = ", ".join(show_value(c) for c in self.choices)
+            return f"{self.name}={show_value(value)} is not allowed; choose one of: {allowed}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -204,15 +206,7 @@ class Variant:
                     + f"; its parameters: {known}")
             param = self.params[name]
             values[name] = param.parse(value) if isinstance(value, str) and param.type is not str else value
-        problems = []
-        for name, value in values.items():
-            param = self.params[name]
-            if type(value) is not param.type:
-                param.check(value)  # raises: the constraints cannot even be evaluated
-            try:
-                param.check(value)
-            except GemmlabError as e:
-                problems.append(e.message)
+        problems = [why for name, value in values.items() if (why := self.params[name].check(value))]
         problems += self.violations(values)  # a value outside the choices usually breaks a rule too: say which
         if problems:
             raise GemmlabError(f"variant '{self.name}' cannot run with {show_params(values)}:\n  " + "\n  ".join(problems))
@@ -228,7 +222,9 @@ class Variant:
             return out  # the template's own reasons say it better than the generic limits below
         block = self._dims(self.block, dict(values, M=1, N=1, K=1), "block")
         threads = block[0] * block[1] * block[2]
-        if threads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIM)):
+        if min(block) < 1:
+            out.append(f"block {block}: every dimension must be at least 1")
+        elif threads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIM)):
             out.append(f"block {block} has {threads} threads: a block holds at most "
                        f"{MAX_THREADS_PER_BLOCK} threads (and {MAX_BLOCK_DIM} per dimension)")
         return out
