@@ -6,8 +6,9 @@ Each configuration is checked against cupy.matmul before it is timed; the table 
 """
 
 import argparse
-import json
 import sys
+
+from rich.console import Console
 
 import gemmlab
 from gemmlab import report
@@ -44,8 +45,7 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             f.write(report.dump(doc))
-    report_console = __import__("rich.console").console.Console(width=160)
-    report_console.print(report.results_table(rows, report.title_for(doc)))
+    Console(width=160).print(report.results_table(rows, report.title_for(doc)))
     return 1 if report.failures(rows) else 0
 
 

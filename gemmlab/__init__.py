@@ -7,6 +7,10 @@ device modules need a GPU.
 
 __version__ = "0.1.0"
 
+__all__ = ["GemmlabError", "Catalog", "Variant", "discover", "Rendered", "render", "Compiled",
+           "compile_rendered", "build", "catalog", "Problem", "Shape", "Result", "bench", "get_device",
+           "DeviceInfo"]
+
 from .errors import GemmlabError  # noqa: E402
 from .templates import Catalog, Variant, discover  # noqa: E402
 from .render import Rendered, render  # noqa: E402

@@ -33,7 +33,8 @@ def default_arch(arch: str | None = None) -> tuple[str, str | None]:
         return "sm_90", "no GPU found: compiling for sm_90 (give --arch to choose)"
 
 
-def build(variant: Variant, params: dict, arch: str | None = None, use_cache: bool = True) -> Compiled:
-    """Render and compile one variant at resolved parameters, for `arch` (default: the GPU's)."""
+def build(variant: Variant, params: dict | None = None, arch: str | None = None, use_cache: bool = True) -> Compiled:
+    """Render and compile one variant (missing parameters take their defaults) for `arch` (default:
+    the GPU's)."""
     arch, _ = default_arch(arch)
     return compile_rendered(render(variant, params), arch, use_cache=use_cache)

@@ -5,7 +5,6 @@ Every error a user can cause is a GemmlabError: printed as one red message, exit
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re

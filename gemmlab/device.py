@@ -18,10 +18,6 @@ FP32_LANES_PER_SM = {
     (10, 0): 128, (10, 3): 128, (11, 0): 128, (12, 0): 128, (12, 1): 128,
 }
 
-# Shared memory a block may opt into, per architecture, for compile-only checks without a GPU.
-SMEM_OPTIN_BY_ARCH = {"sm_70": 98304, "sm_75": 65536, "sm_80": 166912, "sm_86": 101376,
-                      "sm_87": 166912, "sm_89": 101376, "sm_90": 232448, "sm_100": 232448,
-                      "sm_120": 101376}
 
 
 def fp32_lanes(cc: tuple[int, int]) -> int:

@@ -88,8 +88,8 @@ _envs: dict[tuple[str, ...], Environment] = {}
 
 
 def environment(search: list[Path]) -> Environment:
-    """One Jinja environment per search path: user directories first, so `{% import %}` of a shared
-    macro file finds a user's copy before the built-in one."""
+    """One Jinja environment per search path (the variant's own directory, then the built-in one), so
+    `{% import %}` of a shared macro file finds a copy beside the template before the built-in one."""
     key = tuple(str(p) for p in search)
     if key not in _envs:
         env = Environment(loader=FileSystemLoader(list(key)), undefined=StrictUndefined,
@@ -114,8 +114,7 @@ def _template_error_location(err: Exception) -> str:
 def render(variant: Variant, params: Mapping[str, object] | None = None) -> Rendered:
     """Render a variant; missing parameters take their defaults, and all are validated first."""
     params = variant.resolve(params)
-    search = [variant.path.parent] + [d for d in [builtin_dir()] if d != variant.path.parent]
-    env = environment(search)
+    env = environment(list(dict.fromkeys([variant.path.parent, builtin_dir()])))
     names = dict(params)
     names["THREADS"] = variant.threads(params)  # from the header's launch.block: cannot drift
     try:

@@ -82,7 +82,6 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
         "blocks_per_sm": r.blocks_per_sm,
         "compile_ms": r.compile_ms, "cached": r.cached,
     }
-    d.update(r.extra)
     return d
 
 

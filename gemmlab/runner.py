@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -92,7 +92,6 @@ class Result:
     source: str = ""
     user: bool = False
     error: str | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def status(self) -> str:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import math
 import os
 import re
 import tomllib
@@ -72,7 +71,7 @@ def cdiv(a: int, b: int) -> int:
 
 # Expressions in headers are Jinja expressions: the same language as the template body.
 _expr_env = Environment(undefined=StrictUndefined)
-_expr_env.globals.update(cdiv=cdiv, min=min, max=max, log2=lambda x: int(math.log2(x)))
+_expr_env.globals.update(cdiv=cdiv, min=min, max=max)
 
 
 def evaluate(expr: str, names: Mapping[str, object], where: str):

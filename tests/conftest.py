@@ -2,7 +2,6 @@
 results never depend on the machine's ~/.cache or ~/.local/share."""
 
 import functools
-import os
 from pathlib import Path
 
 import pytest
