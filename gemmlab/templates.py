@@ -7,6 +7,7 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     parent = "coalesced"
     idea = "one line: what this rung does"
     predict = "optional: what should change against the parent, and by how much"
+    predict_x = 1.5                        # optional: that prediction as a speed-up over the parent
     dtypes = ["fp32"]
 
     [params.TILE]
@@ -30,6 +31,7 @@ Nothing here needs a GPU or cupy.
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import os
 import re
@@ -74,9 +76,14 @@ _expr_env = Environment(undefined=StrictUndefined)
 _expr_env.globals.update(cdiv=cdiv, min=min, max=max)
 
 
+@functools.lru_cache(maxsize=None)
+def _compiled(expr: str):
+    return _expr_env.compile_expression(expr)  # compiling is ~100x slower than evaluating: do it once
+
+
 def evaluate(expr: str, names: Mapping[str, object], where: str):
     try:
-        return _expr_env.compile_expression(expr)(**names)
+        return _compiled(expr)(**names)
     except TemplateError as e:
         raise GemmlabError(f"{where}: cannot evaluate '{expr}': {e}") from None
     except (ArithmeticError, TypeError, ValueError) as e:
@@ -183,6 +190,7 @@ class Variant:
     grid: tuple[str, ...]
     smem: str
     predict: str = ""
+    predict_x: float | None = None  # the prediction as a number: speed-up over the parent
     builtin: bool = True
     shadows: Path | None = None  # the template this user variant hides
 
@@ -237,6 +245,26 @@ class Variant:
             values = dict(zip(names, combo))
             yield values, self.violations(values)
 
+    def sample(self, limit: int = 64) -> list[dict]:
+        """Valid configurations to test: all of them when there are at most `limit`; otherwise the
+        defaults plus, for every allowed value of every parameter, the valid configuration closest to
+        the defaults that uses it (so each value is still compiled and run at least once)."""
+        valid = [p for p, bad in self.configs() if not bad]
+        if len(valid) <= limit:
+            return valid
+        defaults = self.defaults()
+        def distance(p):
+            return sum(p[n] != defaults[n] for n in p)
+        picked = [defaults] if defaults in valid else []
+        for name, param in self.params.items():
+            for value in param.choices or ():
+                with_value = [p for p in valid if p[name] == value]
+                if with_value:
+                    best = min(with_value, key=distance)
+                    if best not in picked:
+                        picked.append(best)
+        return picked
+
     # -- launch
 
     def _dims(self, exprs: tuple[str, ...], names: Mapping, what: str) -> tuple[int, int, int]:
@@ -269,7 +297,7 @@ def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
     return GemmlabError(f"bad template header in {where}: {msg}")
 
 
-_TOP_KEYS = {"name", "parent", "idea", "predict", "dtypes", "params", "constraints", "launch"}
+_TOP_KEYS = {"name", "parent", "idea", "predict", "predict_x", "dtypes", "params", "constraints", "launch"}
 
 
 def load_variant(path: Path, builtin: bool = True) -> Variant:
@@ -313,6 +341,9 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
     if parent is not None and not isinstance(parent, str):
         raise _fail(path, "'parent' must be a string")
     predict = meta.get("predict", "")
+    predict_x = meta.get("predict_x")
+    if predict_x is not None and (isinstance(predict_x, bool) or not isinstance(predict_x, (int, float)) or predict_x <= 0):
+        raise _fail(path, "'predict_x' must be a positive number: the predicted speed-up over the parent")
     dtypes = tuple(meta.get("dtypes", ["fp32"]))
     if not dtypes or any(d not in DTYPES for d in dtypes):
         raise _fail(path, f"dtypes must be a non-empty list from {list(DTYPES)}")
@@ -355,7 +386,7 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
     variant = Variant(name=name, path=path, idea=idea, parent=parent or None, dtypes=dtypes,
                       params=params, constraints=constraints,
                       block=tuple(map(str, block)), grid=tuple(map(str, grid)), smem=smem,
-                      predict=predict, builtin=builtin)
+                      predict=predict, predict_x=predict_x, builtin=builtin)
     # The defaults must be a valid configuration, and the expressions must evaluate.
     broken = variant.violations(variant.defaults())
     if broken:
