@@ -8,7 +8,7 @@ from gemmlab import GemmlabError
 from gemmlab.templates import builtin_dir, discover, load_variant
 from conftest import GOOD_BODY, write_template
 
-LADDER = ["naive", "coalesced", "tiled", "regblock"]
+LADDER = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined"]
 
 
 def test_builtin_ladder_in_order():
@@ -18,6 +18,7 @@ def test_builtin_ladder_in_order():
     for v in cat.ladder()[1:]:
         assert v.parent in cat.variants, f"{v.name}'s parent {v.parent} is not a variant"
         assert v.predict, f"{v.name} should predict its gain over {v.parent}"
+        assert v.predict_x and v.predict_x > 1, f"{v.name} should state its predicted speed-up as predict_x"
 
 
 @pytest.mark.parametrize("name", LADDER)
@@ -159,4 +160,35 @@ def test_a_regular_install_ships_the_kernels(tmp_path):
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
                          check=True).stdout
     assert str(target) in out
-    assert "['coalesced', 'naive', 'regblock', 'tiled']" in out
+    assert str(sorted(LADDER)) in out
+
+
+@pytest.mark.parametrize("name,values,reason", [
+    ("blocktile1d", {"BM": 128, "BN": 128, "TM": 4}, "at most 1024"),
+    ("warptile", {"WM": 32, "WN": 32, "TM": 8, "TN": 8}, "32 lanes of a warp"),
+    ("warptile", {"BM": 256, "BN": 256, "WM": 32, "WN": 32, "TM": 4, "TN": 8}, "16 warps per block"),
+    ("pipelined", {"BM": 256, "WM": 64, "TM": 16, "TN": 16}, "32 lanes"),
+    ("pipelined", {"BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINBLOCKS": 2, "BM": 256}, "65536 registers"),
+])
+def test_upper_rungs_reject_bad_combinations_with_their_reason(name, values, reason):
+    v = discover().get(name)
+    with pytest.raises(GemmlabError) as e:
+        v.resolve(values)
+    assert reason in e.value.message, e.value.message
+
+
+def test_predict_x_must_be_a_number(user_dir):
+    path = write_template(user_dir, "guess", GOOD_BODY)
+    path.write_text(path.read_text().replace('idea = "a test template"\n', 'idea = "a test template"\npredict_x = "fast"\n'))
+    with pytest.raises(GemmlabError, match="predict_x"):
+        load_variant(path, builtin=False)
+
+
+def test_sample_covers_every_allowed_value():
+    v = discover().get("pipelined")
+    sample = v.sample()
+    assert len(sample) < 30 < len([p for p, bad in v.configs() if not bad])
+    assert sample[0] == v.defaults() and all(not v.violations(p) for p in sample)
+    for name, param in v.params.items():
+        for value in param.choices:
+            assert any(p[name] == value for p in sample), f"{name}={value} is never tested"
