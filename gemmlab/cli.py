@@ -427,18 +427,57 @@ def new(name, source, dest_dir, kernels_dirs):
 @cli.command("report")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--markdown", is_flag=True, help="Print the README's markdown table instead.")
-def report_cmd(files, markdown):
+@click.option("--versus", metavar="VARIANT", help="One markdown table of VARIANT against cuBLAS over all the files.")
+def report_cmd(files, markdown, versus):
     """Show saved `--json` results again, as a table or as markdown."""
+    docs = []
     for f in files:
         try:
             doc = json.loads(Path(f).read_text())
             rows = doc["rows"]
         except (ValueError, KeyError, TypeError):
             raise GemmlabError(f"{f} is not a gemmlab results file (a `--json` output)") from None
+        docs.append(doc)
+        if versus:
+            continue
         if markdown:
             click.echo(report.markdown(doc))
         else:
             out().print(report.results_table(rows, report.title_for(doc), speedups="speedup_prev" in rows[0]))
+    if versus:
+        if any("shape" not in d for d in docs):
+            raise GemmlabError("--versus needs `compare --json` files")
+        click.echo(report.versus_markdown(docs, versus))
+
+
+@cli.command()
+@click.option("--results", type=click.Path(exists=True, dir_okay=False),
+              help="A saved `compare --json` file: show the measured speed-ups beside the predictions.")
+@click.option("--markdown", is_flag=True, help="Print the README's markdown table instead.")
+@kernels_dir_option
+def explain(results, markdown, kernels_dirs):
+    """Walk the ladder: each rung's idea, its prediction, and (with --results) what was measured."""
+    doc = None
+    if results:
+        try:
+            doc = json.loads(Path(results).read_text())
+            doc["rows"]
+        except (ValueError, KeyError, TypeError):
+            raise GemmlabError(f"{results} is not a gemmlab results file (a `compare --json` output)") from None
+    rows = report.predictions(catalog(kernels_dirs).ladder(), doc)
+    if markdown:
+        click.echo(report.predictions_markdown(rows))
+        return
+    t = Table(title="the ladder" + (f": measured in {results}" if results else ""), title_justify="left",
+              show_lines=True)
+    for c in ("rung", "idea and prediction", "predicted", "measured"):
+        t.add_column(c, justify="right" if c in ("predicted", "measured") else "left")
+    for r in rows:
+        text = escape(r["idea"]) + (f"\n[dim]{escape(r['predict'])}[/]" if r["predict"] else "")
+        name = escape(r["variant"]) + (f"\n[dim]over {escape(r['parent'])}[/]" if r["parent"] else "")
+        t.add_row(name, text, f"{r['predict_x']:.2f}x" if r["predict_x"] else "-",
+                  f"{r['measured_x']:.2f}x" if r["measured_x"] else "-")
+    out().print(t)
 
 
 def main():

@@ -100,6 +100,10 @@ def _f(x, fmt: str, none: str = "-") -> str:
     return none if x is None else format(x, fmt)
 
 
+def _x(x) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
 def params_text(params: dict) -> str:
     return show_params(params) or "-"
 
@@ -149,14 +153,53 @@ def failures(rows: list[dict]) -> list[dict]:
 
 def markdown(doc: dict) -> str:
     """The README's ladder table from a saved `compare --json` document."""
-    lines = ["| variant | params | ms | GFLOP/s | % of FP32 peak | % of cuBLAS | x previous |",
+    lines = ["| variant | params | ms | TFLOP/s | % of FP32 peak | % of cuBLAS | x previous |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in doc["rows"]:
         if r["status"] not in ("PASS",):
             lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['status']} | | | | |")
             continue
-        lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['ms']:.3f} | {r['tflops'] * 1e3:,.0f} | "
+        lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['ms']:.3f} | {r['tflops']:.2f} | "
                      f"{r['pct_peak']:.1f} | {_f(r['pct_cublas'], '.1f')} | {_f(r.get('speedup_prev'), '.2f')} |")
+    return "\n".join(lines)
+
+
+def versus_markdown(docs: list[dict], variant: str) -> str:
+    """One variant against cuBLAS at each shape of several saved `compare --json` documents: the
+    README's table (from the same run, so the ratio is side by side)."""
+    lines = [f"| M x N x K | {variant} TFLOP/s | cuBLAS TFLOP/s | {variant} / cuBLAS |", "|---|---:|---:|---:|"]
+    for doc in sorted(docs, key=lambda d: (d["shape"]["M"] * d["shape"]["N"] * d["shape"]["K"])):
+        rows = {r["variant"]: r for r in doc["rows"]}
+        mine, cublas = rows.get(variant), rows.get("cuBLAS")
+        if not mine or not cublas:
+            continue
+        shape = "x".join(str(doc["shape"][k]) for k in "MNK")
+        if mine["status"] != "PASS":
+            lines.append(f"| {shape} | {mine['status']} | {_f(cublas['tflops'], '.2f')} | - |")
+            continue
+        lines.append(f"| {shape} | {mine['tflops']:.2f} | {cublas['tflops']:.2f} | "
+                     f"{mine['tflops'] / cublas['tflops']:.2f}x |")
+    return "\n".join(lines)
+
+
+def predictions(variants, doc: dict | None = None) -> list[dict]:
+    """Each rung's predicted speed-up over its parent beside the one measured in a saved `compare --json`
+    document (None where the document lacks the rung or its parent, or either failed its check)."""
+    ms = {r["variant"]: r["ms"] for r in (doc or {}).get("rows", []) if r["status"] == "PASS" and r["ms"]}
+    out = []
+    for v in variants:
+        measured = ms[v.parent] / ms[v.name] if v.name in ms and v.parent in ms else None
+        out.append({"variant": v.name, "parent": v.parent, "idea": v.idea, "predict": v.predict,
+                    "predict_x": v.predict_x, "measured_x": measured})
+    return out
+
+
+def predictions_markdown(rows: list[dict]) -> str:
+    """The README's table of predicted against measured speed-ups."""
+    lines = ["| rung | over | predicted | measured |", "|---|---|---:|---:|"]
+    for r in rows:
+        if r["parent"]:
+            lines.append(f"| {r['variant']} | {r['parent']} | {_x(r['predict_x'])} | {_x(r['measured_x'])} |")
     return "\n".join(lines)
 
 
