@@ -9,13 +9,14 @@ from gemmlab import report
 from conftest import ROOT
 
 RESULTS = sorted((ROOT / "benchmarks").glob("h100-compare-*.json"))
+LADDER_TABLES = [p for p in RESULTS if p.name in ("h100-compare-4096.json", "h100-compare-1024.json")]
 
 
 def test_results_exist_for_4096_and_1024():
     assert {p.name for p in RESULTS} >= {"h100-compare-4096.json", "h100-compare-1024.json"}
 
 
-@pytest.mark.parametrize("path", RESULTS, ids=[p.name for p in RESULTS])
+@pytest.mark.parametrize("path", LADDER_TABLES, ids=[p.name for p in LADDER_TABLES])
 def test_readme_table_is_the_committed_result(path):
     doc = json.loads(path.read_text())
     assert "H100" in doc["device"]["name"] and doc["date"] and doc["commit"]
@@ -30,3 +31,14 @@ def test_readme_names_the_ci_test_command():
     text = (ROOT / "README.md").read_text()
     after = text.split("<!-- test-command -->", 1)[1]
     assert "python3 -m pytest" in after.split("```")[1]
+
+
+def test_readme_versus_cublas_and_predictions_are_the_committed_results():
+    from gemmlab.templates import discover
+    docs = [json.loads(p.read_text()) for p in RESULTS]
+    assert all(d["commit"] == docs[0]["commit"] and all(r["status"] == "PASS" for r in d["rows"]) for d in docs)
+    readme = (ROOT / "README.md").read_text()
+    assert report.versus_markdown(docs, "pipelined") in readme, "paste `gemmlab report --versus pipelined ...`"
+    doc = json.loads((ROOT / "benchmarks" / "h100-compare-4096.json").read_text())
+    assert report.predictions_markdown(report.predictions(discover().ladder(), doc)) in readme, (
+        "paste `gemmlab explain --results benchmarks/h100-compare-4096.json --markdown`")
