@@ -4,7 +4,8 @@
     python benchmarks/tune.py pipelined --vary STAGES=2,3,4 --vary BK=8,16 -p GROUP_M=1
 
 With --vary, only the named parameters range over the given values (the others stay at their defaults
-or at the value given with -p); without it, every valid configuration is timed. Each configuration is checked against cupy.matmul before it is timed; the table is sorted by speed.
+or at the value given with -p); without it, every valid configuration is timed. Each configuration is
+checked against cupy.matmul before it is timed; the table is sorted by speed.
 """
 
 import argparse

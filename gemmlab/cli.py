@@ -475,8 +475,7 @@ def explain(results, markdown, kernels_dirs):
     for r in rows:
         text = escape(r["idea"]) + (f"\n[dim]{escape(r['predict'])}[/]" if r["predict"] else "")
         name = escape(r["variant"]) + (f"\n[dim]over {escape(r['parent'])}[/]" if r["parent"] else "")
-        t.add_row(name, text, f"{r['predict_x']:.2f}x" if r["predict_x"] else "-",
-                  f"{r['measured_x']:.2f}x" if r["measured_x"] else "-")
+        t.add_row(name, text, report.speedup_text(r["predict_x"]), report.speedup_text(r["measured_x"]))
     out().print(t)
 
 

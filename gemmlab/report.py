@@ -100,7 +100,7 @@ def _f(x, fmt: str, none: str = "-") -> str:
     return none if x is None else format(x, fmt)
 
 
-def _x(x) -> str:
+def speedup_text(x) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
@@ -199,7 +199,7 @@ def predictions_markdown(rows: list[dict]) -> str:
     lines = ["| rung | over | predicted | measured |", "|---|---|---:|---:|"]
     for r in rows:
         if r["parent"]:
-            lines.append(f"| {r['variant']} | {r['parent']} | {_x(r['predict_x'])} | {_x(r['measured_x'])} |")
+            lines.append(f"| {r['variant']} | {r['parent']} | {speedup_text(r['predict_x'])} | {speedup_text(r['measured_x'])} |")
     return "\n".join(lines)
 
 
