@@ -92,9 +92,12 @@ class Result:
     source: str = ""
     user: bool = False
     error: str | None = None
+    fault: str | None = None  # CRASHED or TIMEOUT: the kernel took its process down (error says how)
 
     @property
     def status(self) -> str:
+        if self.fault:
+            return self.fault
         if self.error:
             return "ERROR"
         if self.check is None:
@@ -108,8 +111,9 @@ class Result:
 
 
 def bench(fn, min_reps: int = 10, min_time_ms: float = 100.0, max_reps: int = 1000,
-          flush: bool = True) -> Timing:
-    """Median time of fn() in ms: events around each call, L2 flushed before each call."""
+          flush: bool = True, phase=None) -> Timing:
+    """Median time of fn() in ms: events around each call, L2 flushed before each call. `phase(text,
+    seconds)` is told how long the timed repetitions should take (a worker's time limit allows for it)."""
     cupy = cuda()
     buf = cupy.empty(FLUSH_BYTES, dtype=cupy.uint8) if flush else None
 
@@ -125,10 +129,14 @@ def bench(fn, min_reps: int = 10, min_time_ms: float = 100.0, max_reps: int = 10
         ends[-1].synchronize()
         return [cupy.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)]
 
+    if phase:
+        phase("warm up")
     first = timed(1)[0]  # warm-up, and an estimate of one call
     warm = min(max(1, math.ceil(25.0 / max(first, 1e-3))), 50)
     est = float(np.median(timed(warm)))
     reps = min(max(min_reps, math.ceil(min_time_ms / max(est, 1e-3))), max(max_reps, min_reps))
+    if phase:
+        phase(f"time {reps} repetitions", reps * est * 1e-3)
     times = timed(reps)
     return Timing(float(np.median(times)), float(min(times)), float(max(times)), reps)
 
@@ -181,8 +189,10 @@ class Problem:
         return r
 
     def run(self, variant: Variant, params: dict, compiled: Compiled, min_reps: int = 10,
-            timed: bool = True) -> Result:
-        """Launch once on NaN-poisoned C and check; then, if it passed (and `timed`), time it."""
+            timed: bool = True, phase=None) -> Result:
+        """Launch once on NaN-poisoned C and check; then, if it passed (and `timed`), time it.
+        A CUDA error in a launch marks the result CRASHED: this process's CUDA context is then
+        unusable (gemmlab's CLI runs this in a worker process for that reason)."""
         from .compile import load
         cupy, s = self.cupy, self.shape
         r = Result(variant.name, dict(params), s, resources=compiled.resources,
@@ -211,13 +221,16 @@ class Problem:
         except Exception:
             r.blocks_per_sm = None
         self.C.fill(math.nan)
+        cuda_errors = (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError)
         try:
+            if phase:
+                phase(f"check {variant.name}")
             launch()
             cupy.cuda.Device().synchronize()
-        except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError) as e:
-            r.error = f"the kernel failed: {e}"
-            return r
-        r.check = self.check()
-        if r.check.passed and timed:
-            r.timing = bench(launch, min_reps=min_reps)
+            r.check = self.check()
+            if r.check.passed and timed:
+                r.timing = bench(launch, min_reps=min_reps, phase=phase)
+        except cuda_errors as e:
+            r.check = r.timing = None
+            r.fault, r.error = "CRASHED", f"the kernel failed: {e}"
         return r

@@ -1,0 +1,230 @@
+"""Run the GPU side in a child process, so that a kernel that crashes or hangs cannot take the session,
+or the results measured so far, with it.
+
+Why a process: a CUDA fault such as an illegal address is sticky. It poisons the process's CUDA
+context, and every later CUDA call in that process fails. A kernel that never ends cannot be stopped
+from inside the process that launched it either. So the parent (the CLI) never touches the GPU. It
+starts one worker, which makes the inputs once and then runs jobs one by one. When a kernel faults, the
+worker sends the result marked CRASHED and exits; when a job makes no progress for `timeout` seconds,
+the parent kills the worker and marks the job TIMEOUT. The next job gets a fresh worker with the same
+seed, so the same inputs.
+
+The protocol is generic (a handler class named by its import path), so it is tested on a CPU with
+handlers that crash and hang on purpose; `GpuJobs` is the real one.
+
+    with Isolated("gemmlab.worker:GpuJobs", (shape, seed, fp64_check), timeout=60) as w:
+        info = w.start()                     # {"device": DeviceInfo, "seed": ...}
+        result = w.call(("run", render(variant, params), 10, True))
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+
+from .errors import GemmlabError
+
+# CUDA does not survive fork: the child is a fresh interpreter.
+_ctx = multiprocessing.get_context("spawn")
+
+
+@dataclass
+class Fault(Exception):
+    """A job that took its worker down: kind is CRASHED or TIMEOUT."""
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+# ---------------------------------------------------------------------------- the child
+
+def _leave() -> None:
+    """End the worker without the interpreter's teardown: after a CUDA fault, cupy's destructors would
+    fail on the dead context and print tracebacks into the user's terminal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _child(conn, handler_path: str, setup: tuple) -> None:
+    # Ctrl-C is the parent's to handle: it stops the run and kills this process.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _serve(conn, handler_path, setup)
+    finally:
+        _leave()
+
+
+def _serve(conn, handler_path: str, setup: tuple) -> None:
+    def phase(text: str, expect_s: float = 0.0):
+        conn.send(("phase", text, expect_s))
+
+    try:
+        module, name = handler_path.split(":")
+        handler = getattr(importlib.import_module(module), name)(*setup, phase=phase)
+        conn.send(("done", handler.info(), False))
+    except GemmlabError as e:
+        conn.send(("error", e.message, e.hint))
+        return
+    except BaseException:
+        conn.send(("fault", f"the worker failed to start:\n{traceback.format_exc()}"))
+        return
+    while True:
+        request = conn.recv()
+        if request is None:
+            return
+        try:
+            value = handler.handle(request)
+        except GemmlabError as e:
+            conn.send(("error", e.message, e.hint))
+            continue
+        except BaseException:
+            conn.send(("fault", traceback.format_exc()))
+            return
+        poisoned = bool(getattr(handler, "poisoned", False))
+        conn.send(("done", value, poisoned))
+        if poisoned:  # the handler says its CUDA context is gone: a fresh process for the next job
+            return
+
+
+# ---------------------------------------------------------------------------- the parent
+
+class Isolated:
+    """One worker process at a time, restarted after a fault. `on_phase(text)` sees the worker's
+    progress ("compile", "check", "time 40 reps")."""
+
+    def __init__(self, handler_path: str, setup: tuple, timeout: float = 60.0, on_phase=None):
+        if not timeout > 0:
+            raise GemmlabError(f"the time limit must be positive, not {timeout}")
+        self.handler_path, self.setup, self.timeout = handler_path, setup, float(timeout)
+        self.on_phase = on_phase or (lambda text: None)
+        self.proc = None
+        self.conn = None
+        self.info = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:  # an error or Ctrl-C here: do not wait for the job in flight
+            self.kill()
+
+    def start(self):
+        """Start a worker if none runs; return what its handler's info() said."""
+        if self.proc is not None and self.proc.is_alive():
+            return self.info
+        self._reap()
+        parent, child = _ctx.Pipe()
+        self.proc = _ctx.Process(target=_child, args=(child, self.handler_path, self.setup), daemon=True)
+        self.proc.start()
+        child.close()  # so that the worker's death reads as EOF here
+        self.conn = parent
+        self.on_phase("start a worker process")
+        self.info = self._wait("starting the worker")
+        return self.info
+
+    def call(self, request):
+        """The handler's answer to `request`; GemmlabError as the handler raised it; Fault when the
+        worker crashed or timed out (the worker is gone then, and the next call starts another)."""
+        self.start()
+        self.conn.send(request)
+        return self._wait("the job")
+
+    def _wait(self, what: str):
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.conn.poll(left):
+                self.kill()
+                raise Fault("TIMEOUT", f"{what} made no progress for {self.timeout:g} s; the worker was "
+                                       "killed (raise the limit with --timeout)")
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                code = self._reap()
+                raise Fault("CRASHED", f"the worker process died during {what}"
+                                       + (f" (exit code {code})" if code is not None else "")) from None
+            kind = msg[0]
+            if kind == "phase":  # progress: the clock starts again, with room for what the worker expects
+                self.on_phase(msg[1])
+                deadline = time.monotonic() + self.timeout + 2 * msg[2]
+            elif kind == "done":
+                if msg[2]:
+                    self._reap()
+                return msg[1]
+            elif kind == "error":
+                if self.proc is not None and not self.proc.is_alive():
+                    self._reap()
+                raise GemmlabError(msg[1], msg[2])
+            else:  # "fault": the worker reported why, and exits
+                self._reap()
+                raise Fault("CRASHED", msg[1])
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+        self._reap()
+
+    def _reap(self) -> int | None:
+        """Wait for the worker to be gone (its GPU context with it) and forget it."""
+        code = None
+        if self.proc is not None:
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join()
+            code = self.proc.exitcode
+        if self.conn is not None:
+            self.conn.close()
+        self.proc = self.conn = None
+        return code
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+        self._reap()
+
+
+# ---------------------------------------------------------------------------- the GPU handler
+
+class GpuJobs:
+    """Runs in the worker: one set of inputs (Problem), then cuBLAS or a variant per request.
+
+    Requests: ("cublas", reps) and ("run", rendered, reps, timed), where `rendered` is a
+    render.Rendered (the parent renders: that needs no GPU, and the parent knows what it asked for)."""
+
+    def __init__(self, shape, seed, fp64_check, phase=None):
+        from .runner import Problem
+        self.phase = phase or (lambda text, expect_s=0.0: None)
+        self.phase("make the inputs and the reference")
+        self.problem = Problem(shape, seed, fp64_check=fp64_check)
+        self.poisoned = False
+
+    def info(self) -> dict:
+        return {"device": self.problem.device, "seed": self.problem.seed}
+
+    def handle(self, request):
+        from .compile import compile_rendered
+        if request[0] == "cublas":
+            self.phase("cuBLAS")
+            return self.problem.cublas(request[1])
+        _, rendered, reps, timed = request
+        self.phase(f"compile {rendered.variant.name}")
+        compiled = compile_rendered(rendered, self.problem.device.arch)
+        result = self.problem.run(rendered.variant, rendered.params, compiled, reps, timed=timed,
+                                  phase=self.phase)
+        self.poisoned = result.fault is not None
+        return result
