@@ -1,0 +1,173 @@
+"""The run history and its deltas, the --out file, --json/--csv and --watch's loop, all without a GPU."""
+
+import csv
+import io
+import json
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from gemmlab import history, report
+from gemmlab.cli import _watch
+from gemmlab.watch import wait_for_change
+from test_cli import invoke
+
+SHAPE = {"M": 64, "N": 32, "K": 16}
+
+
+def row(variant="tiled", ms=2.0, params=None, source_hash="aaaa", status="PASS"):
+    return {"variant": variant, "params": params or {"TILE": 32}, "source_hash": source_hash,
+            "source": "kernels/tiled.cu.j2", "status": status, "ms": ms if status == "PASS" else None,
+            "tflops": 1.0, "rel_err": 1e-7, "error": None if status == "PASS" else "boom"}
+
+
+def test_first_run_then_deltas():
+    assert history.record("run", row(ms=2.0), SHAPE, "H100", "abc") is None
+    prev = history.record("run", row(ms=1.0), SHAPE, "H100", "abc")
+    d = history.delta(row(ms=1.0), prev)
+    assert d["vs_last"] == pytest.approx(2.0) and d["changed"] == ""
+    assert history.delta_text(d) == "100.0% faster"
+    prev = history.record("run", row(ms=1.25, source_hash="bbbb"), SHAPE, "H100", "abc")
+    assert history.delta_text(history.delta(row(ms=1.25, source_hash="bbbb"), prev)) == "20.0% slower, template changed"
+    prev = history.record("run", row(ms=1.25, params={"TILE": 16}), SHAPE, "H100", "abc")
+    assert history.delta(row(ms=1.25, params={"TILE": 16}), prev)["changed"] == "params changed"
+    assert history.delta_text(history.delta(row(), None)) == "first run"
+
+
+def test_compares_only_like_with_like():
+    history.record("run", row(ms=2.0), SHAPE, "H100", None)
+    assert history.record("run", row(ms=1.0), dict(SHAPE, K=17), "H100", None) is None  # another shape
+    assert history.record("run", row(ms=1.0), SHAPE, "A100", None) is None  # another device
+    assert history.record("run", row("naive", ms=1.0), SHAPE, "H100", None) is None  # another variant
+
+
+def test_a_failed_run_is_recorded_but_not_compared_against():
+    history.record("run", row(ms=2.0), SHAPE, "H100", None)
+    history.record("run", row(status="CRASHED"), SHAPE, "H100", None)
+    prev = history.record("run", row(ms=1.0), SHAPE, "H100", None)
+    assert prev["ms"] == 2.0  # the last run with a time, not the crash
+    assert [r["status"] for r in history.runs()] == ["PASS", "CRASHED", "PASS"]
+
+
+def test_runs_filter_and_limit():
+    for i in range(5):
+        history.record("compare", row("tiled" if i % 2 else "naive", ms=1.0 + i), SHAPE, "H100", None)
+    assert [r["ms"] for r in history.runs(limit=2)] == [4.0, 5.0]  # the newest, oldest first
+    assert [r["ms"] for r in history.runs("tiled")] == [2.0, 4.0]
+    assert history.runs("tiled")[0]["params"] == {"TILE": 32}
+
+
+def test_history_command_formats():
+    history.record("run", row(ms=2.0), SHAPE, "H100", "abc")
+    r = invoke("history")
+    assert r.exit_code == 0 and "tiled" in r.output and "H100" in r.output
+    data = json.loads(invoke("history", "--json").output)
+    assert data["rows"][0]["variant"] == "tiled" and data["rows"][0]["M"] == 64
+    rows = list(csv.DictReader(io.StringIO(invoke("history", "--csv", "--variant", "tiled").output)))
+    assert rows[0]["params"] == "TILE=32" and rows[0]["status"] == "PASS"
+    assert invoke("history", "--where").output.strip() == str(history.path())
+
+
+def test_history_is_where_it_says(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_HISTORY", str(tmp_path / "h.sqlite"))
+    history.record("run", row(), SHAPE, "H100", None)
+    assert (tmp_path / "h.sqlite").exists() and history.path() == tmp_path / "h.sqlite"
+
+
+def test_empty_history():
+    r = invoke("history")
+    assert r.exit_code == 0 and "no runs recorded yet" in r.output
+
+
+def test_a_damaged_history_is_a_clear_error(tmp_path, monkeypatch):
+    bad = tmp_path / "h.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    monkeypatch.setenv("GEMMLAB_HISTORY", str(bad))
+    r = invoke("history")
+    assert r.exit_code == 1 and "cannot be used" in r.output
+    with pytest.raises(history.GemmlabError):
+        history.record("run", row(), SHAPE, "H100", None)
+    assert bad.read_bytes().startswith(b"this is not a database")  # left as it was
+
+
+def test_record_is_one_transaction():
+    history.record("run", row(), SHAPE, "H100", None)
+    con = sqlite3.connect(history.path())
+    assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_csv_flattens_rows():
+    text = report.csv_text([{"variant": "x", "params": {"A": 1, "B": True}, "grid": [4, 2, 1], "ms": None},
+                            {"variant": "y", "params": {}, "extra": 3}])
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows[0] == {"variant": "x", "params": "A=1 B=true", "grid": "4 2 1", "ms": "", "extra": ""}
+    assert rows[1]["extra"] == "3"
+
+
+def test_results_file_is_replaced_whole(tmp_path):
+    p = tmp_path / "r.json"
+    report.write_atomic(p, "one")
+    report.write_atomic(p, "two")
+    assert p.read_text() == "two" and [f.name for f in tmp_path.iterdir()] == ["r.json"]
+
+
+@pytest.mark.parametrize("cmd", [["build", "--variant", "tiled", "--arch", "sm_90"], ["list"], ["explain"],
+                                 ["report", "benchmarks/h100-compare-1024.json"]])
+def test_json_and_csv_everywhere(cmd, monkeypatch):
+    from conftest import ROOT
+    monkeypatch.chdir(ROOT)
+    js = invoke(*cmd, "--json")
+    assert js.exit_code == 0, js.output
+    data = json.loads(js.output)
+    cs = invoke(*cmd, "--csv")
+    assert cs.exit_code == 0, cs.output
+    rows = list(csv.DictReader(io.StringIO(cs.output)))
+    assert len(rows) == len(data if isinstance(data, list) else data["rows"]) > 0
+    assert invoke(*cmd, "--json", "--csv").exit_code == 1
+
+
+def test_out_never_overwrites(tmp_path):
+    existing = tmp_path / "results.json"
+    existing.write_text("mine")
+    r = invoke("run", "--variant", "tiled", "--out", existing)
+    assert r.exit_code == 1 and "already exists" in r.output and existing.read_text() == "mine"
+
+
+def test_wait_for_change_sees_content_not_timestamps(tmp_path):
+    f = tmp_path / "t.cu.j2"
+    f.write_text("a")
+
+    def edit():
+        time.sleep(0.3)
+        f.write_text("a")  # saved, unchanged
+        time.sleep(0.3)
+        f.unlink()         # an editor's save by rename: gone for a moment
+        f.write_text("b")
+
+    threading.Thread(target=edit).start()
+    t0 = time.monotonic()
+    assert wait_for_change(f, poll_s=0.05)
+    assert time.monotonic() - t0 >= 0.55 and f.read_text() == "b"
+    assert not wait_for_change(f, poll_s=0.05, timeout_s=0.3)
+
+
+def test_watch_reruns_on_each_edit_and_survives_errors(tmp_path):
+    from gemmlab.errors import GemmlabError
+    f = tmp_path / "t.cu.j2"
+    f.write_text("0")
+    calls = []
+
+    def once():
+        calls.append(f.read_text())
+        if len(calls) == 1:
+            threading.Timer(0.3, lambda: f.write_text("1")).start()
+            raise GemmlabError("does not compile")  # a broken edit: reported, and the watch goes on
+        if len(calls) == 2:
+            threading.Timer(0.3, lambda: f.write_text("2")).start()
+            return 1
+        return 130  # Ctrl-C during a run ends the watch
+
+    _watch(f, once)
+    assert calls == ["0", "1", "2"]
