@@ -156,17 +156,19 @@ def _map_log(log: str, rendered: Rendered) -> str:
         m = pat.match(line)
         origin = rendered.template_line(int(m.group(1))) if m else None
         if m and origin:
-            out.append(f"{_pretty(origin[0])}:{origin[1]}: {m.group(2)}  (rendered {rendered.name}:{m.group(1)})")
+            out.append(f"{pretty_path(origin[0])}:{origin[1]}: {m.group(2)}  (rendered {rendered.name}:{m.group(1)})")
         else:
             out.append(line)
     return "\n".join(out).strip()
 
 
-def _pretty(path: str) -> str:
+def pretty_path(path: str) -> str:
+    """Relative to the working directory when the file is under it, else absolute."""
     try:
-        return os.path.relpath(path)
+        rel = os.path.relpath(path)
     except ValueError:
         return path
+    return path if rel.startswith("..") else rel
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
