@@ -18,11 +18,13 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
-from . import __version__, report
+from . import __version__, history, report
 from .api import catalog, default_arch
 from .compile import compile_rendered, sass
 from .errors import GemmlabError
+from .jobs import DEFAULT_TIMEOUT_S
 from .render import render
+from .sanitize import TOOLS as SANITIZERS
 from .templates import NAME_RE, SUFFIX, default_user_dir, load_variant, show_value
 
 def _console(stderr: bool = False) -> Console:
@@ -102,8 +104,24 @@ def shape_options(f):
     f = click.option("--seed", type=int, help="Seed of the random inputs (default: fresh each run).")(f)
     f = click.option("--check", "check_ref", type=click.Choice(["cupy", "fp64"]), default="cupy",
                      show_default=True, help="Reference: cupy.matmul in FP32, or float64.")(f)
+    f = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S,
+                     show_default=True, help="Seconds a job may go without progress before its worker is "
+                                             "killed and the job marked TIMEOUT.")(f)
+    f = click.option("--out", "out_path", type=click.Path(dir_okay=False),
+                     help="Also write the results here as JSON, updated after every result (a new file).")(f)
+    return output_options(f)
+
+
+def output_options(f):
+    f = click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of a table.")(f)
     f = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
     return f
+
+
+def output_format(as_json: bool, as_csv: bool) -> str:
+    if as_json and as_csv:
+        raise GemmlabError("choose one of --json and --csv")
+    return "json" if as_json else "csv" if as_csv else "table"
 
 
 def overrides(tile, reg, raw_params) -> dict:
@@ -125,6 +143,31 @@ def make_shape(size, m, n, k):
     return Shape(m or size, n or size, k or size)
 
 
+SANITIZE_SHAPE = (257, 131, 97)  # odd, and more than one tile in every direction: the edges get exercised
+
+
+def _common(ctx, c: dict, sanitizing: bool = False):
+    """The shape, run options, output format and --out path from the shared options."""
+    from .jobs import Options
+    fmt = output_format(c["as_json"], c["as_csv"])
+    if sanitizing and not any(ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE
+                              for p in ("size", "m", "n", "k")):
+        m, n, k = SANITIZE_SHAPE
+        _note(f"sanitizing at {m}x{n}x{k} (the sanitizer is slow; odd sizes test the edges); "
+              "give --size or -M/-N/-K to choose")
+    else:
+        m, n, k = c["m"] or c["size"], c["n"] or c["size"], c["k"] or c["size"]
+    shape = make_shape(None, m, n, k)
+    out_path = Path(c["out_path"]) if c["out_path"] else None
+    if out_path and out_path.exists():
+        raise GemmlabError(f"{out_path} already exists; gemmlab does not overwrite results",
+                           hint="choose a new file name for --out")
+    if out_path and not out_path.parent.is_dir():
+        raise GemmlabError(f"--out {out_path}: no such directory {out_path.parent}")
+    opts = Options(reps=c["reps"], seed=c["seed"], fp64_check=c["check_ref"] == "fp64", timeout=c["timeout"])
+    return shape, opts, fmt, out_path
+
+
 # ---------------------------------------------------------------------------- commands
 
 @click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -143,15 +186,20 @@ def cli():
 
 @cli.command("list")
 @kernels_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def list_cmd(kernels_dirs, as_json):
+@output_options
+def list_cmd(kernels_dirs, as_json, as_csv):
     """The variants, in ladder order, with their idea, parent and parameters."""
     cat = catalog(kernels_dirs)
-    if as_json:
+    fmt = output_format(as_json, as_csv)
+    if fmt == "json":
         click.echo(report.dump([{"name": v.name, "parent": v.parent, "idea": v.idea, "source": str(v.path),
                                  "user": not v.builtin, "shadows": str(v.shadows) if v.shadows else None,
                                  "params": {n: {"default": p.default, "choices": p.choices, "help": p.help}
                                             for n, p in v.params.items()}} for v in cat.ladder()]))
+        return
+    if fmt == "csv":
+        click.echo(report.csv_text([{"name": v.name, "parent": v.parent, "idea": v.idea, "defaults": v.defaults(),
+                                     "source": str(v.path), "user": not v.builtin} for v in cat.ladder()]), nl=False)
         return
     t = Table(title="gemmlab variants (ladder order)", title_justify="left", show_lines=True)
     for c in ("variant", "parent", "idea", "parameters (default [choices])", "source"):
@@ -169,59 +217,100 @@ def list_cmd(kernels_dirs, as_json):
     out().print(t)
 
 
-def _run_rows(command, jobs, shape, reps, seed, check_ref, with_cublas, progress=None, keep_going=False):
-    """Check and time each (variant, params) on one set of inputs, cuBLAS first. With keep_going, a
-    variant that does not compile becomes an ERROR row and the others still run."""
-    from .runner import Problem, Result
-    problem = Problem(shape, seed, fp64_check=check_ref == "fp64")
-    dev = problem.device
-    task = progress.add_task("", total=len(jobs) + int(with_cublas)) if progress else None
+class _Recorder:
+    """Takes each row the moment it is measured: its change against the last run of the same variant
+    and shape (from the history), then into the history and, with --out, into that file (atomically)."""
 
-    def step(text=None):  # show what runs now; without text, count one job done
-        if not progress:
-            return
-        if text:
-            progress.update(task, description=text)
-        else:
-            progress.advance(task)
+    def __init__(self, out_path: Path | None):
+        self.out_path, self.rows, self.warned = out_path, [], False
 
-    results = []
-    cublas = None
-    if with_cublas:
-        step("cuBLAS")
-        cublas = problem.cublas(reps)
-        step()
-    for v, params in jobs:
-        step(f"compile, check and time {v.name} {report.params_text(params)}")
+    def __call__(self, doc: dict, row: dict) -> None:
+        prev = None
         try:
-            compiled = compile_rendered(render(v, params), dev.arch)
-            results.append(problem.run(v, params, compiled, reps))
+            prev = history.record(doc["command"], row, doc["shape"], doc["device"]["name"], doc["commit"])
         except GemmlabError as e:
-            if not keep_going:
-                raise
-            results.append(Result(v.name, params, shape, source=str(v.path), user=not v.builtin, error=str(e)))
-        step()
-    cublas_ms = cublas.valid_time if cublas else None
-    rows = [report.row(r, dev.peak_fp32, cublas_ms) for r in results + ([cublas] if cublas else [])]
-    return report.meta(command, dev, shape, problem.seed), rows
+            if not self.warned:
+                _note(f"{e.message}; results are not being recorded")
+                self.warned = True
+        d = history.delta(row, prev)
+        row.update(vs_last=d["vs_last"], vs_last_text=history.delta_text(d), changed=d["changed"])
+        self.rows.append(row)
+        self.save(doc)
+
+    def save(self, doc: dict, rows: list[dict] | None = None) -> None:
+        if self.out_path:
+            report.write_atomic(self.out_path, report.dump(dict(doc, rows=rows or self.rows)))
 
 
-def _emit(doc, rows, as_json, speedups):
+def _run_rows(command, jobs, shape, opts, out_path=None, with_cublas=True, keep_going=False):
+    """Check and time each (variant, params) on one set of inputs, cuBLAS first, in a worker process
+    (see jobs.py). With keep_going, a variant that does not build becomes an ERROR row."""
+    from .jobs import run_jobs
+    recorder = _Recorder(out_path)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=err(), transient=True) as progress:
+        task = progress.add_task("", total=None)
+        doc, rows = run_jobs(command, jobs, shape, opts, with_cublas=with_cublas, keep_going=keep_going,
+                             on_phase=lambda text: progress.update(task, description=escape(text)),
+                             on_row=recorder)
+    return doc, rows, recorder
+
+
+def _emit(doc, rows, fmt, speedups, planned: int | None = None) -> int:
+    """Print the results; return the exit status they call for (1 if any failed, 130 if interrupted)."""
     doc["rows"] = rows
-    if as_json:
-        click.echo(report.dump(doc))
-    else:
-        out().print(report.results_table(rows, report.title_for(doc), speedups))
-        if any(r.get("user") for r in rows):
-            out().print("[dim](user) = a template from a user directory[/]")
+    _print_rows(doc, rows, fmt, lambda: report.results_table(rows, report.title_for(doc), speedups))
+    if fmt == "table" and any(r.get("user") for r in rows):
+        out().print("[dim](user) = a template from a user directory[/]")
     bad = report.failures(rows)
     for r in bad:
-        what = r["error"] or (f"{r['unwritten']} elements of C never written" if r["unwritten"]
-                              else f"relative error {r['rel_err']:.2e} > tolerance {r['tol']:.0e}")
-        err().print(f"[bold red]FAIL[/] {escape(r['variant'])} {report.params_text(r['params'])}: {escape(what)}; "
-                  "its time is not reported")
-    if bad:
-        sys.exit(1)
+        err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} {report.params_text(r['params'])}: "
+                    f"{escape(report.failure_text(r))}; its time is not reported", soft_wrap=True)
+    if doc.get("interrupted"):
+        done = len([r for r in rows if r["variant"] != "cuBLAS"])
+        err().print(f"[yellow]interrupted:[/] {done} of {planned} measured; those are shown and recorded")
+        return 130
+    return 1 if bad else 0
+
+
+def _print_rows(doc, rows, fmt, table):
+    if fmt == "json":
+        click.echo(report.dump(doc))
+    elif fmt == "csv":
+        click.echo(report.csv_text(rows), nl=False)
+    else:
+        out().print(table())
+
+
+def _sanitize(v, params, shape, opts, tool, fmt):
+    from .sanitize import sanitize
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=err(), transient=True) as progress:
+        progress.add_task(f"compute-sanitizer --tool {tool}: {v.name} {report.params_text(params)} at {shape}")
+        found = sanitize(v, params, shape, tool, opts)
+    rows = found["findings"]
+    _print_rows(found, rows, fmt, lambda: report.findings_table(found))
+    check = found["check"]
+    if fmt == "table":
+        out().print(f"{tool}: {found['summary'] or 'no summary line'}; the result check: "
+                    f"{check['status']}" + (f" ({escape(check['error'])})" if check.get("error") else ""))
+    return 1 if rows or check["status"] != "PASS" else 0
+
+
+def _watch(path: Path, once) -> None:
+    """Run `once`, then again each time `path` changes, until Ctrl-C."""
+    from .watch import wait_for_change
+    while True:
+        try:
+            if once() == 130:
+                return
+        except GemmlabError as e:  # a broken edit: say so and wait for the next one
+            err().print(f"[bold red]error:[/] {escape(e.message)}", soft_wrap=True)
+        err().print(f"[dim]watching {escape(str(path))} for changes (Ctrl-C to stop)[/]")
+        try:
+            wait_for_change(path)
+        except KeyboardInterrupt:
+            return
 
 
 @cli.command()
@@ -229,34 +318,69 @@ def _emit(doc, rows, as_json, speedups):
 @param_options
 @shape_options
 @click.option("--no-cublas", is_flag=True, help="Skip the cuBLAS timing (no % of cuBLAS).")
+@click.option("--watch", is_flag=True, help="Run again each time the template file changes.")
+@click.option("--sanitize", type=click.Choice(SANITIZERS), is_flag=False, flag_value="memcheck",
+              help="Run the kernel once under compute-sanitizer (memcheck if no tool is named) instead of "
+                   "timing it; small odd shape unless you give one.")
 @kernels_dir_option
-def run(name, tile, reg, raw_params, size, m, n, k, reps, seed, check_ref, as_json, no_cublas, kernels_dirs):
+@click.pass_context
+def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, kernels_dirs, **common):
     """Check one variant against cupy.matmul, then time it (with cuBLAS beside it)."""
-    cat = catalog(kernels_dirs)
-    v = cat.get(name)
-    params = v.resolve(overrides(tile, reg, raw_params))
-    shape = make_shape(size, m, n, k)
-    doc, rows = _run_rows("run", [(v, params)], shape, reps, seed, check_ref, not no_cublas)
-    _emit(doc, rows, as_json, speedups=False)
+    shape, opts, fmt, out_path = _common(ctx, common, sanitizing=bool(sanitize))
+    if sanitize and watch:
+        raise GemmlabError("--sanitize and --watch do not go together")
+    given = overrides(tile, reg, raw_params)
+
+    def once() -> int:
+        v = catalog(kernels_dirs).get(name)  # again each time: --watch may have changed the header
+        params = v.resolve(given)
+        if sanitize:
+            return _sanitize(v, params, shape, opts, sanitize, fmt)
+        doc, rows, recorder = _run_rows("run", [(v, params)], shape, opts, out_path, with_cublas=not no_cublas)
+        return _emit(doc, rows, fmt, speedups=False, planned=1)
+
+    if watch:
+        _watch(catalog(kernels_dirs).get(name).path, once)
+    else:
+        ctx.exit(once())
 
 
 @cli.command()
 @click.option("--variants", help="Comma-separated variants (default: the whole ladder).")
 @shape_options
 @kernels_dir_option
-def compare(variants, size, m, n, k, reps, seed, check_ref, as_json, kernels_dirs):
+@click.pass_context
+def compare(ctx, variants, kernels_dirs, **common):
     """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung."""
+    shape, opts, fmt, out_path = _common(ctx, common)
     cat = catalog(kernels_dirs)
     chosen = [cat.get(x.strip()) for x in variants.split(",") if x.strip()] if variants else cat.ladder()
     if not chosen:
         raise GemmlabError("no variants to compare")
     jobs = [(v, v.resolve()) for v in chosen]
-    shape = make_shape(size, m, n, k)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err(), transient=True) as progress:
-        doc, rows = _run_rows("compare", jobs, shape, reps, seed, check_ref, True, progress, keep_going=True)
+    doc, rows, recorder = _run_rows("compare", jobs, shape, opts, out_path, keep_going=True)
     report.add_speedups(rows)
-    _emit(doc, rows, as_json, speedups=True)
+    recorder.save(doc, rows)
+    ctx.exit(_emit(doc, rows, fmt, speedups=True, planned=len(jobs)))
+
+
+@cli.command("history")
+@click.option("--variant", "-v", "name", help="Only this variant's runs.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many runs.")
+@click.option("--where", is_flag=True, help="Print where the history is kept, and nothing else.")
+@output_options
+def history_cmd(name, limit, where, as_json, as_csv):
+    """Past runs, newest last: what ran, on what, and how fast."""
+    if where:
+        click.echo(str(history.path()))
+        return
+    fmt = output_format(as_json, as_csv)
+    rows = history.runs(name, limit)
+    _print_rows({"history": str(history.path()), "rows": rows}, rows, fmt,
+                lambda: report.history_table(rows, f"last {limit} runs" + (f" of {name}" if name else "")
+                                             + f" ({history.path()})"))
+    if fmt == "table" and not rows:
+        err().print("[dim]no runs recorded yet[/]")
 
 
 def _print_code(text: str, lexer: str):
@@ -310,44 +434,44 @@ def show(name, tile, reg, raw_params, what, arch, kernels_dirs):
 @click.option("--all-configs", is_flag=True, help="Every valid combination of parameter choices.")
 @click.option("--no-cache", is_flag=True, help="Compile even when a cached cubin exists.")
 @kernels_dir_option
-def build(names, arch, all_configs, no_cache, kernels_dirs):
+@output_options
+def build(names, arch, all_configs, no_cache, kernels_dirs, as_json, as_csv):
     """Compile variants (no GPU needed): registers, shared memory, spills, compile time."""
+    fmt = output_format(as_json, as_csv)
     cat = catalog(kernels_dirs)
     variants = [cat.get(n) for n in names] if names else cat.ladder()
     arch, note = default_arch(arch)
     _note(note)
-    t = Table(title=f"build for {arch}", title_justify="left")
-    for c in ("variant", "params", "regs", "smem", "stack", "spills", "compile ms", "result"):
-        t.add_column(c, justify="left" if c in ("variant", "params", "result") else "right")
-    failed = []
+    rows = []
     for v in variants:
         configs = [(p, bad) for p, bad in v.configs() if not bad] if all_configs else [(v.defaults(), [])]
         for params, _ in configs:
+            row = {"variant": v.name, "params": params, "arch": arch}
             try:
                 c = compile_rendered(render(v, params), arch, use_cache=not no_cache)
             except GemmlabError as e:
-                failed.append((v.name, params, e))
-                t.add_row(v.name, report.params_text(params), "", "", "", "", "", "[bold red]FAIL[/]")
+                rows.append(dict(row, result="FAIL", error=str(e)))
                 continue
             r = c.resources
-            t.add_row(v.name, report.params_text(params), str(r.registers), str(r.smem), str(r.stack),
-                      f"[red]{r.spills}[/]" if r.spills else "0",
-                      "cached" if c.cached else f"{c.compile_ms:.0f}", "[green]ok[/]")
-    out().print(t)
-    for name, params, e in failed:
-        err().print(f"[bold red]error:[/] {name} {report.params_text(params)}: {escape(str(e))}", soft_wrap=True)
+            rows.append(dict(row, registers=r.registers, smem=r.smem, stack=r.stack, spills=r.spills,
+                             compile_ms=None if c.cached else c.compile_ms, cached=c.cached, result="ok", error=None))
     for name in cat.broken:
         if not names or name in names:
-            failed.append(name)
-            err().print(f"[bold red]error:[/] {escape(str(cat.broken[name]))}", soft_wrap=True)
+            rows.append({"variant": name, "params": {}, "arch": arch, "result": "FAIL",
+                         "error": str(cat.broken[name])})
+    _print_rows({"command": "build", "arch": arch, "rows": rows}, rows, fmt, lambda: report.build_table(rows, arch))
+    failed = [r for r in rows if r["result"] != "ok"]
+    for r in failed:
+        err().print(f"[bold red]error:[/] {r['variant']} {report.params_text(r['params'])}: {escape(r['error'])}",
+                    soft_wrap=True)
     if failed:
         sys.exit(1)
 
 
 @cli.command()
 @click.option("--measure", is_flag=True, help="Also measure copy bandwidth and cuBLAS FP32 rate.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def device(measure, as_json):
+@output_options
+def device(measure, as_json, as_csv):
     """The GPU: SMs, clocks, memory, caches, and how its peaks are computed."""
     from .device import get_device, measure_copy_bandwidth
     dev = get_device()
@@ -357,8 +481,9 @@ def device(measure, as_json):
         doc["measured_copy_tbs"] = measure_copy_bandwidth() / 1e12
         r = Problem(Shape(8192, 8192, 8192)).cublas()
         doc["measured_cublas_fp32_tflops"] = r.shape.flops / (r.timing.median_ms * 1e-3) / 1e12
-    if as_json:
-        click.echo(report.dump(doc))
+    fmt = output_format(as_json, as_csv)
+    if fmt != "table":
+        _print_rows(doc, [doc], fmt, None)
         return
     t = Table(title=f"device {dev.index}: {dev.name}", title_justify="left")
     t.add_column("fact")
@@ -424,30 +549,41 @@ def new(name, source, dest_dir, kernels_dirs):
               f"           or:  gemmlab compare --variants {v.name},{name}{flag}")
 
 
+def _load_results(path: str, what: str = "a `--json` output") -> dict:
+    try:
+        doc = json.loads(Path(path).read_text())
+        if not isinstance(doc["rows"], list):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, OSError):
+        raise GemmlabError(f"{path} is not a gemmlab results file ({what})") from None
+    return doc
+
+
 @cli.command("report")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--markdown", is_flag=True, help="Print the README's markdown table instead.")
 @click.option("--versus", metavar="VARIANT", help="One markdown table of VARIANT against cuBLAS over all the files.")
-def report_cmd(files, markdown, versus):
-    """Show saved `--json` results again, as a table or as markdown."""
-    docs = []
-    for f in files:
-        try:
-            doc = json.loads(Path(f).read_text())
-            rows = doc["rows"]
-        except (ValueError, KeyError, TypeError):
-            raise GemmlabError(f"{f} is not a gemmlab results file (a `--json` output)") from None
-        docs.append(doc)
-        if versus:
-            continue
-        if markdown:
-            click.echo(report.markdown(doc))
-        else:
-            out().print(report.results_table(rows, report.title_for(doc), speedups="speedup_prev" in rows[0]))
+@output_options
+def report_cmd(files, markdown, versus, as_json, as_csv):
+    """Show saved `--json` results again: as tables, markdown, or all their rows as JSON or CSV."""
+    fmt = output_format(as_json, as_csv)
+    docs = [_load_results(f) for f in files]
     if versus:
         if any("shape" not in d for d in docs):
             raise GemmlabError("--versus needs `compare --json` files")
         click.echo(report.versus_markdown(docs, versus))
+        return
+    if fmt != "table":
+        rows = [dict(r, file=f) for f, d in zip(files, docs) for r in d["rows"]]
+        _print_rows(docs[0] if len(docs) == 1 else docs, rows, fmt, None)
+        return
+    for doc in docs:
+        if markdown:
+            click.echo(report.markdown(doc))
+        else:
+            rows = doc["rows"]
+            out().print(report.results_table(rows, report.title_for(doc),
+                                             speedups=bool(rows) and "speedup_prev" in rows[0]))
 
 
 @cli.command()
@@ -455,28 +591,16 @@ def report_cmd(files, markdown, versus):
               help="A saved `compare --json` file: show the measured speed-ups beside the predictions.")
 @click.option("--markdown", is_flag=True, help="Print the README's markdown table instead.")
 @kernels_dir_option
-def explain(results, markdown, kernels_dirs):
+@output_options
+def explain(results, markdown, kernels_dirs, as_json, as_csv):
     """Walk the ladder: each rung's idea, its prediction, and (with --results) what was measured."""
-    doc = None
-    if results:
-        try:
-            doc = json.loads(Path(results).read_text())
-            doc["rows"]
-        except (ValueError, KeyError, TypeError):
-            raise GemmlabError(f"{results} is not a gemmlab results file (a `compare --json` output)") from None
+    fmt = output_format(as_json, as_csv)
+    doc = _load_results(results, "a `compare --json` output") if results else None
     rows = report.predictions(catalog(kernels_dirs).ladder(), doc)
     if markdown:
         click.echo(report.predictions_markdown(rows))
         return
-    t = Table(title="the ladder" + (f": measured in {results}" if results else ""), title_justify="left",
-              show_lines=True)
-    for c in ("rung", "idea and prediction", "predicted", "measured"):
-        t.add_column(c, justify="right" if c in ("predicted", "measured") else "left")
-    for r in rows:
-        text = escape(r["idea"]) + (f"\n[dim]{escape(r['predict'])}[/]" if r["predict"] else "")
-        name = escape(r["variant"]) + (f"\n[dim]over {escape(r['parent'])}[/]" if r["parent"] else "")
-        t.add_row(name, text, report.speedup_text(r["predict_x"]), report.speedup_text(r["measured_x"]))
-    out().print(t)
+    _print_rows({"results": results, "rows": rows}, rows, fmt, lambda: report.explain_table(rows, results))
 
 
 def main():

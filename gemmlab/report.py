@@ -5,7 +5,9 @@ A row is a dict, so a saved JSON file renders exactly as the live table did (`ge
 
 from __future__ import annotations
 
+import csv
 import datetime as _dt
+import io
 import json
 import os
 import subprocess
@@ -17,7 +19,7 @@ from rich.text import Text
 
 from . import __version__
 from .runner import Result
-from .templates import show_params
+from .templates import show_params, show_value
 
 
 def git_commit() -> str | None:
@@ -108,9 +110,11 @@ def params_text(params: dict) -> str:
     return show_params(params) or "-"
 
 
+BAD = ("FAIL", "ERROR", "CRASHED", "TIMEOUT")  # statuses whose time is never reported
+
+
 def status_text(r: dict) -> Text:
-    style = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold red"}.get(r["status"], "")
-    return Text(r["status"], style=style)
+    return Text(r["status"], style="green" if r["status"] == "PASS" else "bold red" if r["status"] in BAD else "")
 
 
 def results_table(rows: list[dict], title: str, speedups: bool = False) -> Table:
@@ -118,22 +122,82 @@ def results_table(rows: list[dict], title: str, speedups: bool = False) -> Table
     cols = ["variant", "params", "ms", "GFLOP/s", "% peak", "% cuBLAS"]
     if speedups:
         cols += ["x prev", "x first"]
+    deltas = any("vs_last" in r for r in rows)
+    if deltas:
+        cols += ["vs last run"]
     cols += ["rel err", "check", "regs", "smem", "spills", "blocks/SM", "compile ms"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("variant", "params") else "right", no_wrap=c != "params")
     for r in rows:
         name = r["variant"] + (" (user)" if r.get("user") else "")
-        failed = r["status"] in ("FAIL", "ERROR")
+        failed = r["status"] in BAD
         cells = [escape(name), escape(params_text(r["params"])),
                  "invalid" if failed else _f(r["ms"], ".3f"),
                  _f(r["tflops"] and r["tflops"] * 1e3, ",.0f"), _f(r["pct_peak"], ".1f"), _f(r["pct_cublas"], ".1f")]
         if speedups:
             cells += [_f(r.get("speedup_prev"), ".2f"), _f(r.get("speedup_first"), ".1f")]
+        if deltas:
+            cells.append(escape(r.get("vs_last_text", "-")))
         smem = None if r["smem_static"] is None else r["smem_static"] + (r["smem_dynamic"] or 0)
         compile_ms = ("cached" if r["cached"] else _f(r["compile_ms"], ".0f")) if r["compile_ms"] is not None else "-"
         cells += [_f(r["rel_err"], ".1e"), status_text(r), _f(r["registers"], "d"), _f(smem, "d"),
                   _f(r["spills"], "d"), _f(r["blocks_per_sm"], "d"), compile_ms]
         t.add_row(*cells, style="red" if failed else None)
+    return t
+
+
+def findings_table(found: dict) -> Table:
+    """compute-sanitizer's findings, merged, at their template lines."""
+    shape = "x".join(str(found["shape"][k]) for k in "MNK")
+    t = Table(title=f"{found['command']}: {found['variant']} {params_text(found['params'])} at {shape}",
+              title_justify="left", show_lines=True)
+    for c in ("count", "what", "where (template line)", "code", "first seen", "detail"):
+        t.add_column(c, justify="right" if c == "count" else "left", overflow="fold")
+    for f in found["findings"]:
+        t.add_row(str(f["count"]), escape(f["what"]), escape(f["where"]), escape(f["code"]),
+                  escape(f["example"]), escape(f["detail"]), style="red")
+    if not found["findings"]:
+        t.add_row("0", "[green]nothing found[/]", "", "", "", "")
+    return t
+
+
+def explain_table(rows: list[dict], results: str | None) -> Table:
+    t = Table(title="the ladder" + (f": measured in {results}" if results else ""), title_justify="left",
+              show_lines=True)
+    for c in ("rung", "idea and prediction", "predicted", "measured"):
+        t.add_column(c, justify="right" if c in ("predicted", "measured") else "left")
+    for r in rows:
+        text = escape(r["idea"]) + (f"\n[dim]{escape(r['predict'])}[/]" if r["predict"] else "")
+        name = escape(r["variant"]) + (f"\n[dim]over {escape(r['parent'])}[/]" if r["parent"] else "")
+        t.add_row(name, text, speedup_text(r["predict_x"]), speedup_text(r["measured_x"]))
+    return t
+
+
+def build_table(rows: list[dict], arch: str) -> Table:
+    t = Table(title=f"build for {arch}", title_justify="left")
+    for c in ("variant", "params", "regs", "smem", "stack", "spills", "compile ms", "result"):
+        t.add_column(c, justify="left" if c in ("variant", "params", "result") else "right")
+    for r in rows:
+        if r["result"] != "ok":
+            t.add_row(escape(r["variant"]), escape(params_text(r["params"])), "", "", "", "", "", "[bold red]FAIL[/]")
+            continue
+        t.add_row(escape(r["variant"]), escape(params_text(r["params"])), str(r["registers"]), str(r["smem"]),
+                  str(r["stack"]), f"[red]{r['spills']}[/]" if r["spills"] else "0",
+                  "cached" if r["cached"] else f"{r['compile_ms']:.0f}", "[green]ok[/]")
+    return t
+
+
+def history_table(rows: list[dict], title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in ("id", "time (UTC)", "command", "variant", "params", "M x N x K", "status", "ms", "TFLOP/s",
+              "source", "device", "commit"):
+        t.add_column(c, justify="right" if c in ("id", "ms", "TFLOP/s") else "left",
+                     no_wrap=c not in ("params", "device"))
+    for r in rows:
+        t.add_row(str(r["id"]), r["time"][:19].replace("T", " "), r["command"], escape(r["variant"]),
+                  escape(params_text(r["params"])), f"{r['M']}x{r['N']}x{r['K']}", status_text(r),
+                  _f(r["ms"], ".3f"), _f(r["tflops"], ".2f"), (r["source_hash"] or "-")[:8],
+                  escape(r["device"] or "-"), escape(r["commit_id"] or "-"))
     return t
 
 
@@ -148,7 +212,16 @@ def title_for(doc: dict) -> str:
 
 
 def failures(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r["status"] in ("FAIL", "ERROR")]
+    return [r for r in rows if r["status"] in BAD]
+
+
+def failure_text(r: dict) -> str:
+    """Why a row has no time, in one line."""
+    if r["error"]:
+        return r["error"]
+    if r["unwritten"]:
+        return f"{r['unwritten']} elements of C never written"
+    return f"relative error {r['rel_err']:.2e} > tolerance {r['tol']:.0e}"
 
 
 def markdown(doc: dict) -> str:
@@ -205,3 +278,32 @@ def predictions_markdown(rows: list[dict]) -> str:
 
 def dump(doc: dict) -> str:
     return json.dumps(doc, indent=2, default=str)
+
+
+def _cell(v) -> str:
+    """A CSV cell: parameters as `TILE=32 REG=8`, lists as `x y z`, nothing as empty."""
+    if v is None:
+        return ""
+    if isinstance(v, dict):
+        return show_params(v)
+    if isinstance(v, (list, tuple)):
+        return " ".join(map(str, v))
+    return show_value(v)
+
+
+def csv_text(rows: list[dict]) -> str:
+    """Rows of dicts as CSV, one column per key in the order first seen."""
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([_cell(r.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` whole or not at all: a crash mid-write leaves the previous version."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
