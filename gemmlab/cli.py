@@ -552,7 +552,7 @@ def new(name, source, dest_dir, kernels_dirs):
 def _load_results(path: str, what: str = "a `--json` output") -> dict:
     try:
         doc = json.loads(Path(path).read_text())
-        if not isinstance(doc["rows"], list):
+        if not isinstance(doc, dict) or not isinstance(doc.get("rows", doc.get("findings")), list):
             raise TypeError
     except (ValueError, KeyError, TypeError, OSError):
         raise GemmlabError(f"{path} is not a gemmlab results file ({what})") from None
@@ -574,11 +574,13 @@ def report_cmd(files, markdown, versus, as_json, as_csv):
         click.echo(report.versus_markdown(docs, versus))
         return
     if fmt != "table":
-        rows = [dict(r, file=f) for f, d in zip(files, docs) for r in d["rows"]]
+        rows = [dict(r, file=f) for f, d in zip(files, docs) for r in d.get("rows", d.get("findings"))]
         _print_rows(docs[0] if len(docs) == 1 else docs, rows, fmt, None)
         return
     for doc in docs:
-        if markdown:
+        if "findings" in doc:  # a `run --sanitize --json` document
+            click.echo(report.findings_markdown(doc)) if markdown else out().print(report.findings_table(doc))
+        elif markdown:
             click.echo(report.markdown(doc))
         else:
             rows = doc["rows"]

@@ -187,6 +187,14 @@ def build_table(rows: list[dict], arch: str) -> Table:
     return t
 
 
+def findings_markdown(found: dict) -> str:
+    """A saved `run --sanitize --json` document as the README's table."""
+    lines = ["| count | what | where | code |", "|---:|---|---|---|"]
+    for f in found["findings"]:
+        lines.append(f"| {f['count']:,} | {f['what']} | {f['where']} | `{f['code'] or '-'}` |")
+    return "\n".join(lines)
+
+
 def history_table(rows: list[dict], title: str) -> Table:
     t = Table(title=title, title_justify="left")
     for c in ("id", "time (UTC)", "command", "variant", "params", "M x N x K", "status", "ms", "TFLOP/s",
@@ -230,7 +238,8 @@ def markdown(doc: dict) -> str:
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in doc["rows"]:
         if r["status"] not in ("PASS",):
-            lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['status']} | | | | |")
+            why = failure_text(r).splitlines()[0].replace("|", "/")
+            lines.append(f"| {r['variant']} | {params_text(r['params'])} | **{r['status']}**: {why} | | | | |")
             continue
         lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['ms']:.3f} | {r['tflops']:.2f} | "
                      f"{r['pct_peak']:.1f} | {_f(r['pct_cublas'], '.1f')} | {_f(r.get('speedup_prev'), '.2f')} |")

@@ -15,29 +15,7 @@ from conftest import GOOD_BODY, ROOT, write_template
 
 pytestmark = pytest.mark.gpu
 
-STORE = "C[row * N + col] = acc;"
-OOB = GOOD_BODY.replace(STORE, "C[(size_t)row * N + col + ((size_t)1 << 40)] = acc;  // far outside any allocation")
-HANG = GOOD_BODY.replace("float acc = 0.0f;", "float acc = 0.0f;\n    while (clock64() >= 0) { }  // never ends")
-EDGE = GOOD_BODY.replace("    if (row >= M || col >= N) return;\n", "")  # no bounds check: edge threads write past C
-RACY = """extern "C" __global__ void gemm(const float* A, const float* B, float* C, int M, int N, int K)
-{
-    __shared__ float As[{{ TILE }}][{{ TILE }}];
-    __shared__ float Bs[{{ TILE }}][{{ TILE }}];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int col = blockIdx.x * {{ TILE }} + tx, row = blockIdx.y * {{ TILE }} + ty;
-    float acc = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += {{ TILE }}) {
-        As[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f;
-        Bs[ty][tx] = (col < N && k0 + ty < K) ? B[(k0 + ty) * N + col] : 0.0f;
-        __syncthreads();
-        for (int k = 0; k < {{ TILE }}; ++k)
-            acc += As[ty][k] * Bs[k][tx];
-        // the second __syncthreads() is missing: the next tile's stores race with these reads
-    }
-    if (row < M && col < N)
-        C[row * N + col] = acc;
-}
-"""
+BROKEN = ROOT / "examples" / "broken"  # oob, hang, edge, racy: each broken in one way, on purpose
 
 
 def gemmlab(*args, timeout=600):
@@ -51,12 +29,10 @@ def line_of(path, needle):
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
 
 
-def test_compare_survives_a_crash_and_a_hang(user_dir, tmp_path):
-    write_template(user_dir, "oob", OOB)
-    write_template(user_dir, "hang", HANG)
+def test_compare_survives_a_crash_and_a_hang(tmp_path):
     out = tmp_path / "results.json"
     t0 = time.monotonic()
-    p = gemmlab("compare", "--variants", "naive,oob,hang,tiled", "--kernels-dir", user_dir, "--size", 256,
+    p = gemmlab("compare", "--variants", "naive,oob,hang,tiled", "--kernels-dir", BROKEN, "--size", 256,
                 "--timeout", 5, "--json", "--out", out)
     assert p.returncode == 1, p.stderr
     assert time.monotonic() - t0 < 120
@@ -73,11 +49,10 @@ def test_compare_survives_a_crash_and_a_hang(user_dir, tmp_path):
     assert [r["status"] for r in hist] == ["PASS", "PASS", "CRASHED", "TIMEOUT", "PASS"]  # cuBLAS first
 
 
-def test_ctrl_c_keeps_what_was_measured(user_dir, tmp_path):
-    write_template(user_dir, "hang", HANG)
+def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "results.json"
     proc = subprocess.Popen([sys.executable, "-m", "gemmlab", "compare", "--variants", "tiled,hang,naive",
-                             "--kernels-dir", str(user_dir), "--size", "256", "--timeout", "120", "--out", str(out)],
+                             "--kernels-dir", str(BROKEN), "--size", "256", "--timeout", "120", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     deadline = time.monotonic() + 120
@@ -96,9 +71,9 @@ def test_ctrl_c_keeps_what_was_measured(user_dir, tmp_path):
     assert [(r["variant"], r["status"]) for r in saved["rows"]] == [("tiled", "PASS"), ("cuBLAS", "PASS")]
 
 
-def test_sanitizer_points_at_the_template_line(user_dir):
-    edge = write_template(user_dir, "edge", EDGE)
-    p = gemmlab("run", "--variant", "edge", "--kernels-dir", user_dir, "--sanitize", "--json")
+def test_sanitizer_points_at_the_template_line():
+    edge = BROKEN / "edge.cu.j2"
+    p = gemmlab("run", "--variant", "edge", "--kernels-dir", BROKEN, "--sanitize", "--json")
     assert p.returncode == 1, p.stderr
     found = json.loads(p.stdout)
     assert found["tool"] == "memcheck" and found["shape"] == {"M": 257, "N": 131, "K": 97}
@@ -109,9 +84,9 @@ def test_sanitizer_points_at_the_template_line(user_dir):
     assert first["code"] == "acc += A[row * K + k] * B[k * N + col];"
 
 
-def test_racecheck_finds_the_missing_barrier(user_dir):
-    racy = write_template(user_dir, "racy", RACY)
-    p = gemmlab("run", "--variant", "racy", "--kernels-dir", user_dir, "--sanitize", "racecheck", "--json")
+def test_racecheck_finds_the_missing_barrier():
+    racy = BROKEN / "racy.cu.j2"
+    p = gemmlab("run", "--variant", "racy", "--kernels-dir", BROKEN, "--sanitize", "racecheck", "--json")
     assert p.returncode == 1, p.stderr
     found = json.loads(p.stdout)["findings"]
     assert found and all("racy.cu.j2:" in f["where"] for f in found)

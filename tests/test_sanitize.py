@@ -33,11 +33,12 @@ def test_initcheck_findings_merge_and_map_to_the_template(bad):
     assert f["example"] == "thread (0,0,0) block (0,0,0)" and f["detail"] == "Address 0x7f932a800000"
 
 
+BROKEN = Path(__file__).parent.parent / "examples" / "broken"  # the templates the recordings were made from
+
+
 @pytest.fixture
-def racy(user_dir):
-    from test_faults import RACY
-    write_template(user_dir, "racy", RACY)  # the template the recording was made from
-    v = gemmlab.catalog((user_dir,)).get("racy")
+def racy():
+    v = gemmlab.catalog((BROKEN,)).get("racy")
     return v, render(v)
 
 
@@ -54,10 +55,8 @@ def test_racecheck_names_both_places_and_adds_up_hazards(racy):
     assert warning["what"].startswith("warning: Race reported") and warning["rendered"] == "racy.cu:10, racy.cu:14"
 
 
-def test_memcheck_out_of_bounds_and_the_failed_calls_after_it(user_dir):
-    from test_faults import EDGE
-    write_template(user_dir, "edge", EDGE)
-    rendered = render(gemmlab.catalog((user_dir,)).get("edge"))
+def test_memcheck_out_of_bounds_and_the_failed_calls_after_it():
+    rendered = render(gemmlab.catalog((BROKEN,)).get("edge"))
     findings, summary = sanitize.parse((DATA / "memcheck.txt").read_text(), rendered)
     assert summary == "ERROR SUMMARY: 4142 errors"
     oob, api = findings
