@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 import re
 import sys
 from pathlib import Path
@@ -397,7 +398,8 @@ def _print_code(text: str, lexer: str):
               show_default=True, help="What to show.")
 @click.option("--arch", help="Compile for this architecture (e.g. sm_90) instead of the GPU's.")
 @kernels_dir_option
-def show(name, tile, reg, raw_params, what, arch, kernels_dirs):
+@output_options
+def show(name, tile, reg, raw_params, what, arch, kernels_dirs, as_json, as_csv):
     """The rendered CUDA source, its PTX, its SASS or its resource usage."""
     cat = catalog(kernels_dirs)
     v = cat.get(name)
@@ -415,6 +417,12 @@ def show(name, tile, reg, raw_params, what, arch, kernels_dirs):
         _print_code(sass(compiled), "text")
     else:
         r = compiled.resources
+        fmt = output_format(as_json, as_csv)
+        if fmt != "table":  # --json/--csv apply to the resources table, the one table show prints
+            row = dict(variant=v.name, params=params, arch=arch, threads=v.threads(params), **asdict(r),
+                       compile_ms=None if compiled.cached else compiled.compile_ms, cached=compiled.cached)
+            _print_rows(row, [row], fmt, None)
+            return
         t = Table(title=f"{v.name} {report.params_text(params)} for {arch}", title_justify="left")
         t.add_column("resource")
         t.add_column("value", justify="right")

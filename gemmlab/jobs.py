@@ -1,8 +1,8 @@
-"""Run a list of (variant, params) jobs on one shape: render here, compile, check and time in a worker
-process, and hand each row on the moment it is measured.
+"""Run a list of (variant, params) jobs on one shape: render and compile here, check and time in a
+worker process, and hand each row on the moment it is measured.
 
-Rendering needs no GPU, so a template error is found here and becomes an ERROR row without starting
-anything. The rest runs in `worker.GpuJobs`: a kernel that crashes becomes a CRASHED row, one that
+Rendering and compiling need no GPU, so a template error is found here and becomes an ERROR row, and
+a slow compile never counts against the worker's time limit. The GPU side runs in `worker.GpuJobs`: a kernel that crashes becomes a CRASHED row, one that
 hangs a TIMEOUT row, and the next job gets a fresh worker. `on_row` sees every row as it comes (the CLI
 records it in the history and in the --out file), so a fault or Ctrl-C loses nothing measured before it.
 """
@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import report
+from .compile import compile_rendered
 from .errors import GemmlabError
 from .render import render
 from .runner import Result, Shape
-from .worker import Fault, Isolated
+from .worker import SETUP_TIMEOUT_S, Fault, Isolated
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -66,7 +67,7 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
             if with_cublas:
                 on_phase("cuBLAS")
                 try:
-                    cublas = w.call(("cublas", opts.reps))
+                    cublas = w.call(("cublas", opts.reps), max(opts.timeout, SETUP_TIMEOUT_S))  # loads cuBLAS
                 except Fault as f:
                     cublas = Result("cuBLAS", {}, shape, source="cupy.matmul", fault=f.kind, error=f.message)
                 cublas_ms = cublas.valid_time
@@ -78,7 +79,8 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
                     rendered = render(v, params)
                     hash_ = source_hash(rendered.source)
                     v.geometry(params, shape.M, shape.N, shape.K)  # a grid CUDA cannot launch: say so here
-                    result = w.call(("run", rendered, opts.reps, True))
+                    compiled = compile_rendered(rendered, dev.arch)  # no GPU needed, and not on the clock
+                    result = w.call(("run", compiled, opts.reps, True))
                 except GemmlabError as e:
                     if not keep_going:
                         raise

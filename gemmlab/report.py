@@ -191,7 +191,8 @@ def findings_markdown(found: dict) -> str:
     """A saved `run --sanitize --json` document as the README's table."""
     lines = ["| count | what | where | code |", "|---:|---|---|---|"]
     for f in found["findings"]:
-        lines.append(f"| {f['count']:,} | {f['what']} | {f['where']} | `{f['code'] or '-'}` |")
+        code = (f["code"] or "-").replace("|", "\\|")  # CUDA has || and the places are joined by |
+        lines.append(f"| {f['count']:,} | {f['what']} | {f['where']} | `{code}` |")
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ handlers that crash and hang on purpose; `GpuJobs` is the real one.
 
     with Isolated("gemmlab.worker:GpuJobs", (shape, seed, fp64_check), timeout=60) as w:
         info = w.start()                     # {"device": DeviceInfo, "seed": ...}
-        result = w.call(("run", render(variant, params), 10, True))
+        result = w.call(("run", compile_rendered(render(variant, params), "sm_90"), 10, True))
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .errors import GemmlabError
 
 # CUDA does not survive fork: the child is a fresh interpreter.
 _ctx = multiprocessing.get_context("spawn")
+SETUP_TIMEOUT_S = 120.0  # the least limit for starting a worker and for cuBLAS (library loading)
 
 
 @dataclass
@@ -130,23 +131,25 @@ class Isolated:
         child.close()  # so that the worker's death reads as EOF here
         self.conn = parent
         self.on_phase("start a worker process")
-        self.info = self._wait("starting the worker")
+        # Importing cupy and creating a context on a cold machine can take a while: not the user's limit.
+        self.info = self._wait("starting the worker", max(self.timeout, SETUP_TIMEOUT_S))
         return self.info
 
-    def call(self, request):
+    def call(self, request, timeout: float | None = None):
         """The handler's answer to `request`; GemmlabError as the handler raised it; Fault when the
-        worker crashed or timed out (the worker is gone then, and the next call starts another)."""
+        worker crashed or made no progress for `timeout` seconds (default: the worker's limit). The
+        worker is gone after a Fault, and the next call starts another."""
         self.start()
         self.conn.send(request)
-        return self._wait("the job")
+        return self._wait("the job", timeout or self.timeout)
 
-    def _wait(self, what: str):
-        deadline = time.monotonic() + self.timeout
+    def _wait(self, what: str, timeout: float):
+        deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self.conn.poll(left):
                 self.kill()
-                raise Fault("TIMEOUT", f"{what} made no progress for {self.timeout:g} s; the worker was "
+                raise Fault("TIMEOUT", f"{what} made no progress for {timeout:g} s; the worker was "
                                        "killed (raise the limit with --timeout)")
             try:
                 msg = self.conn.recv()
@@ -157,7 +160,7 @@ class Isolated:
             kind = msg[0]
             if kind == "phase":  # progress: the clock starts again, with room for what the worker expects
                 self.on_phase(msg[1])
-                deadline = time.monotonic() + self.timeout + 2 * msg[2]
+                deadline = time.monotonic() + timeout + 2 * msg[2]
             elif kind == "done":
                 if msg[2]:
                     self._reap()
@@ -203,8 +206,8 @@ class Isolated:
 class GpuJobs:
     """Runs in the worker: one set of inputs (Problem), then cuBLAS or a variant per request.
 
-    Requests: ("cublas", reps) and ("run", rendered, reps, timed), where `rendered` is a
-    render.Rendered (the parent renders: that needs no GPU, and the parent knows what it asked for)."""
+    Requests: ("cublas", reps) and ("run", compiled, reps, timed), where `compiled` is a
+    compile.Compiled: the parent renders and compiles (no GPU needed), the worker loads the cubin."""
 
     def __init__(self, shape, seed, fp64_check, phase=None):
         from .runner import Problem
@@ -217,13 +220,11 @@ class GpuJobs:
         return {"device": self.problem.device, "seed": self.problem.seed}
 
     def handle(self, request):
-        from .compile import compile_rendered
         if request[0] == "cublas":
             self.phase("cuBLAS")
             return self.problem.cublas(request[1])
-        _, rendered, reps, timed = request
-        self.phase(f"compile {rendered.variant.name}")
-        compiled = compile_rendered(rendered, self.problem.device.arch)
+        _, compiled, reps, timed = request
+        rendered = compiled.rendered
         result = self.problem.run(rendered.variant, rendered.params, compiled, reps, timed=timed,
                                   phase=self.phase)
         self.poisoned = result.fault is not None

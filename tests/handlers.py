@@ -60,7 +60,7 @@ class FakeGpu:
         if request[0] == "cublas":
             name, params, ms = "cuBLAS", {}, 0.5
         else:
-            rendered = request[1]
+            rendered = request[1].rendered  # a compile.Compiled
             name, params = rendered.variant.name, rendered.params
             if name == "hang":
                 time.sleep(3600)

@@ -72,4 +72,4 @@ def test_rows_and_speedups():
     assert broken["status"] == "FAIL" and broken["ms"] is None and broken["tflops"] is None
     assert report.failures(rows) == [broken]
     md = report.markdown({"rows": rows})
-    assert "| tiled | TILE=32 | 10.000 |" in md and "| broken | TILE=32 | FAIL |" in md
+    assert "| tiled | TILE=32 | 10.000 |" in md and "| broken | TILE=32 | **FAIL**: relative error" in md

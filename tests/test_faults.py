@@ -121,3 +121,31 @@ def test_history_shows_the_change_and_an_edited_template(user_dir):
 def test_out_of_memory_through_the_cli_is_one_message():
     p = gemmlab("run", "--variant", "tiled", "-M", 40000, "-N", 40000, "-K", 53000, "--check", "fp64")
     assert p.returncode == 1 and "GiB of GPU memory" in p.stderr
+
+
+def test_watch_reruns_after_an_edit_and_survives_a_broken_one(user_dir):
+    mine = write_template(user_dir, "mine", GOOD_BODY)
+    proc = subprocess.Popen([sys.executable, "-m", "gemmlab", "run", "--variant", "mine", "--kernels-dir",
+                             str(user_dir), "--size", "256", "--watch", "--no-cublas", "--csv"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    history_rows = lambda: json.loads(gemmlab("history", "--json").stdout)["rows"]  # noqa: E731
+
+    def wait_for(n):
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(history_rows()) < n:
+            time.sleep(0.5)
+        assert len(history_rows()) >= n
+
+    try:
+        wait_for(1)
+        mine.write_text(mine.read_text().replace("float acc = 0.0f;", "float acc = 0.0f  // broken"))
+        time.sleep(3)  # the broken edit: an error, no run, and the watch goes on
+        mine.write_text(mine.read_text().replace("float acc = 0.0f  // broken", "float acc = 0.0f;  // fixed"))
+        wait_for(2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in stderr
+    assert "does not compile" in stderr and stderr.count("watching") >= 3
+    assert stdout.count("variant,") == 2 and "template changed" in stdout

@@ -114,6 +114,7 @@ def test_results_file_is_replaced_whole(tmp_path):
 
 
 @pytest.mark.parametrize("cmd", [["build", "--variant", "tiled", "--arch", "sm_90"], ["list"], ["explain"],
+                                 ["show", "--variant", "tiled", "--what", "resources", "--arch", "sm_90"],
                                  ["report", "benchmarks/h100-compare-1024.json"]])
 def test_json_and_csv_everywhere(cmd, monkeypatch):
     from conftest import ROOT
@@ -124,7 +125,7 @@ def test_json_and_csv_everywhere(cmd, monkeypatch):
     cs = invoke(*cmd, "--csv")
     assert cs.exit_code == 0, cs.output
     rows = list(csv.DictReader(io.StringIO(cs.output)))
-    assert len(rows) == len(data if isinstance(data, list) else data["rows"]) > 0
+    assert len(rows) == (len(data) if isinstance(data, list) else len(data.get("rows", [data]))) > 0
     assert invoke(*cmd, "--json", "--csv").exit_code == 1
 
 

@@ -42,3 +42,15 @@ def test_readme_versus_cublas_and_predictions_are_the_committed_results():
     doc = json.loads((ROOT / "benchmarks" / "h100-compare-4096.json").read_text())
     assert report.predictions_markdown(report.predictions(discover().ladder(), doc)) in readme, (
         "paste `gemmlab explain --results benchmarks/h100-compare-4096.json --markdown`")
+
+
+def test_readme_fault_and_sanitizer_tables_are_the_committed_results():
+    readme = (ROOT / "README.md").read_text()
+    faults = json.loads((ROOT / "benchmarks" / "h100-faults.json").read_text())
+    assert [r["status"] for r in faults["rows"]] == ["PASS", "CRASHED", "TIMEOUT", "PASS", "PASS"]
+    assert report.markdown(faults) in readme, "paste `gemmlab report --markdown benchmarks/h100-faults.json`"
+    assert f"commit `{faults['commit']}`" in readme
+    for tool in ("racecheck", "memcheck"):
+        found = json.loads((ROOT / "benchmarks" / f"h100-sanitize-{tool}.json").read_text())
+        assert found["tool"] == tool and found["findings"]
+        assert report.findings_markdown(found) in readme, f"paste `gemmlab report --markdown benchmarks/h100-sanitize-{tool}.json`"
