@@ -13,38 +13,29 @@ from conftest import GOOD_BODY, write_template
 DATA = Path(__file__).parent / "data"
 
 
-@pytest.fixture
-def bad(user_dir):
-    write_template(user_dir, "bad", GOOD_BODY)  # the recordings name the rendered file bad.cu
-    v = gemmlab.catalog((user_dir,)).get("bad")
-    return v, render(v)
+BROKEN = Path(__file__).parent.parent / "examples" / "broken"  # the templates the recordings were made from
 
 
-def test_initcheck_findings_merge_and_map_to_the_template(bad):
-    v, rendered = bad
-    findings, summary = sanitize.parse((DATA / "initcheck.txt").read_text(), rendered)
+def rendered(directory, name):
+    return render(gemmlab.catalog((directory,)).get(name))
+
+
+def test_initcheck_findings_merge_and_map_to_the_template(user_dir):
+    write_template(user_dir, "bad", GOOD_BODY)  # the recording names the rendered file bad.cu
+    rendered_ = rendered(user_dir, "bad")
+    findings, summary = sanitize.parse((DATA / "initcheck.txt").read_text(), rendered_)
     assert summary == "ERROR SUMMARY: 64 errors"
     assert len(findings) == 1  # two threads, one place: merged
     f = findings[0]
     assert f["what"] == "Uninitialized __global__ memory read of size 4 bytes" and f["count"] == 2
-    path, line = rendered.template_line(6)
+    path, line = rendered_.template_line(6)
     assert f["where"].endswith(f"bad.cu.j2:{line}") and f["rendered"] == "bad.cu:6"
     assert f["code"] == Path(path).read_text().splitlines()[line - 1].strip() != ""
     assert f["example"] == "thread (0,0,0) block (0,0,0)" and f["detail"] == "Address 0x7f932a800000"
 
 
-BROKEN = Path(__file__).parent.parent / "examples" / "broken"  # the templates the recordings were made from
-
-
-@pytest.fixture
-def racy():
-    v = gemmlab.catalog((BROKEN,)).get("racy")
-    return v, render(v)
-
-
-def test_racecheck_names_both_places_and_adds_up_hazards(racy):
-    v, rendered = racy
-    findings, summary = sanitize.parse((DATA / "racecheck.txt").read_text(), rendered)
+def test_racecheck_names_both_places_and_adds_up_hazards():
+    findings, summary = sanitize.parse((DATA / "racecheck.txt").read_text(), rendered(BROKEN, "racy"))
     assert summary == "RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)"
     error, warning = findings
     assert error["what"] == "Race reported between Write access and Read access"
@@ -56,8 +47,7 @@ def test_racecheck_names_both_places_and_adds_up_hazards(racy):
 
 
 def test_memcheck_out_of_bounds_and_the_failed_calls_after_it():
-    rendered = render(gemmlab.catalog((BROKEN,)).get("edge"))
-    findings, summary = sanitize.parse((DATA / "memcheck.txt").read_text(), rendered)
+    findings, summary = sanitize.parse((DATA / "memcheck.txt").read_text(), rendered(BROKEN, "edge"))
     assert summary == "ERROR SUMMARY: 4142 errors"
     oob, api = findings
     assert oob["what"] == "Invalid __global__ read of size 4 bytes" and oob["count"] == 2
