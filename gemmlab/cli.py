@@ -377,11 +377,12 @@ def history_cmd(name, limit, where, as_json, as_csv):
         return
     fmt = output_format(as_json, as_csv)
     rows = history.runs(name, limit)
+    if fmt == "table" and not rows:
+        err().print(f"[dim]no runs recorded yet in {escape(str(history.path()))}[/]")
+        return
     _print_rows({"history": str(history.path()), "rows": rows}, rows, fmt,
                 lambda: report.history_table(rows, f"last {limit} runs" + (f" of {name}" if name else "")
                                              + f" ({history.path()})"))
-    if fmt == "table" and not rows:
-        err().print("[dim]no runs recorded yet[/]")
 
 
 def _print_code(text: str, lexer: str):

@@ -134,6 +134,9 @@ def sanitize(variant, params: dict, shape, tool: str, opts) -> dict:
                                 start_new_session=True)
         try:
             stdout, stderr = proc.communicate(timeout=limit)
+        except KeyboardInterrupt:  # its own session does not see the terminal's Ctrl-C: stop it here
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
