@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -243,17 +243,24 @@ class _Recorder:
             report.write_atomic(self.out_path, report.dump(dict(doc, rows=rows or self.rows)))
 
 
-def _run_rows(command, jobs, shape, opts, out_path=None, with_cublas=True, keep_going=False):
+def _run_rows(command, jobs, shape, opts, out_path=None, with_cublas=True, keep_going=False, total=None):
     """Check and time each (variant, params) on one set of inputs, cuBLAS first, in a worker process
-    (see jobs.py). With keep_going, a variant that does not build becomes an ERROR row."""
+    (see jobs.py). With keep_going, a variant that does not build becomes an ERROR row. `total`: the
+    number of jobs, for a progress bar."""
     from .jobs import run_jobs
     recorder = _Recorder(out_path)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err(), transient=True) as progress:
-        task = progress.add_task("", total=None)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err(), transient=True) as progress:
+        task = progress.add_task("", total=total)
+
+        def on_row(doc, row):
+            recorder(doc, row)
+            if row["variant"] != "cuBLAS":
+                progress.advance(task)
+
         doc, rows = run_jobs(command, jobs, shape, opts, with_cublas=with_cublas, keep_going=keep_going,
                              on_phase=lambda text: progress.update(task, description=escape(text)),
-                             on_row=recorder)
+                             on_row=on_row)
     return doc, rows, recorder
 
 
@@ -332,6 +339,16 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, kernels_di
         raise GemmlabError("--sanitize and --watch do not go together")
     given = overrides(tile, reg, raw_params)
 
+    if name == "auto":
+        if given:
+            raise GemmlabError("--variant auto chooses the parameters itself",
+                               hint="name a variant to set parameters; `gemmlab run --variant auto` shows its choice")
+        if sanitize or watch:
+            raise GemmlabError("--sanitize and --watch need a named variant, not auto")
+        doc, rows, _ = _run_rows("run", _auto_jobs(kernels_dirs, shape), shape, opts, out_path,
+                                 with_cublas=not no_cublas)
+        ctx.exit(_emit(doc, rows, fmt, speedups=False, planned=1))
+
     def once() -> int:
         v = catalog(kernels_dirs).get(name)  # again each time: --watch may have changed the header
         params = v.resolve(given)
@@ -344,6 +361,78 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, kernels_di
         _watch(catalog(kernels_dirs).get(name).path, once)
     else:
         ctx.exit(once())
+
+
+def _auto_jobs(kernels_dirs, shape):
+    """`--variant auto`: the choice needs the GPU (its name for the tuning cache, its SM count), so it
+    is made once the worker has said which GPU it has."""
+    from .tuning import choose
+
+    def jobs(dev):
+        v, params, how = choose(catalog(kernels_dirs), dev.name, shape, dev.sms)
+        _note(f"auto chose {v.name} {report.params_text(params)} ({how})")
+        return [(v, params)]
+    return jobs
+
+
+@cli.command()
+@click.option("--variant", "-v", "name", required=True, help="The variant to sweep.")
+@click.option("--param", "specs", multiple=True, required=True, metavar="NAME=V1,V2|A..B[:STEP]",
+              help="Values of one parameter (repeatable: the grid is every combination).")
+@shape_options
+@click.option("--jobs", "jobs_", type=click.IntRange(min=1), help="Compiles at a time (default: the CPU count).")
+@click.option("--fresh", is_flag=True, help="Measure again what the history already has for this GPU and shape.")
+@click.option("--save-best", is_flag=True, help="Write the fastest into the tuning cache that --variant auto reads.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw GFLOP/s per configuration (PNG).")
+@kernels_dir_option
+@click.pass_context
+def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **common):
+    """Time a variant over a grid of parameters, fastest first; skip what its constraints forbid."""
+    from . import sweep as grids
+    from .jobs import source_hash
+    shape, opts, fmt, out_path = _common(ctx, common)
+    v = catalog(kernels_dirs).get(name)
+    valid, skipped = grids.grid(v, list(specs))
+    for n, why, example in grids.skip_summary(skipped):
+        err().print(f"[yellow]skipped {n}:[/] {escape(why)}  [dim](e.g. {escape(example)})[/]", soft_wrap=True)
+    if not valid:
+        raise GemmlabError(f"no point of the grid satisfies {v.name}'s constraints ({len(skipped)} skipped)")
+    if plot_path and Path(plot_path).exists():
+        raise GemmlabError(f"{plot_path} already exists; gemmlab does not overwrite it", hint="choose a new file name for --plot")
+    known = []  # (history row) for configurations measured before on this GPU and shape
+
+    def jobs(dev):
+        todo = []
+        for params in valid:
+            rendered = render(v, params)
+            h = None if fresh else history.measured(dev.name, source_hash(rendered.source), shape)
+            if h:
+                known.append(h)
+            else:
+                todo.append((params, rendered))
+        grids.compile_all([r for _, r in todo], dev.arch, jobs_)  # in parallel, into the cache
+        return [(v, params) for params, _ in todo]
+
+    doc, rows, recorder = _run_rows("sweep", jobs, shape, opts, out_path, keep_going=True, total=len(valid))
+    cublas = next((r for r in rows if r["variant"] == "cuBLAS"), None)
+    peak = doc["device"]["peak_fp32_tflops"] * 1e12
+    rows = [r for r in rows if r is not cublas] + [report.row_from_history(h, peak, cublas and cublas["ms"]) for h in known]
+    rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0))
+    rows += [cublas] if cublas else []
+    doc["skipped"] = [{"params": typed, "why": why} for typed, why in skipped]
+    doc["swept"] = [grids.parse_spec(sp)[0] for sp in specs]
+    recorder.save(doc, rows)
+    status = _emit(doc, rows, fmt, speedups=False, planned=len(valid))
+    best = next((r for r in rows if r["variant"] != "cuBLAS" and r["status"] == "PASS"), None)
+    if save_best and best:
+        from .tuning import save_best as save
+        where = save(doc["device"]["name"], shape, best)
+        _note(f"best {best['variant']} {report.params_text(best['params'])} saved for {shape} in {where}")
+    if plot_path:
+        from .plots import sweep_plot
+        sweep_plot(doc, Path(plot_path))
+        _note(f"plot written to {plot_path}")
+    ctx.exit(status)
 
 
 @cli.command()

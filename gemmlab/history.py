@@ -118,6 +118,18 @@ def delta_text(d: dict) -> str:
     return ", ".join(w for w in (words, d.get("changed")) if w) or "-"
 
 
+def measured(device: str, source_hash: str, shape, dtype: str = "fp32") -> dict | None:
+    """The last passing run of exactly this kernel (rendered source) on this device and shape."""
+    con = _connect(create=False)
+    if con is None:
+        return None
+    with closing(con):
+        row = con.execute("SELECT * FROM runs WHERE device IS ? AND source_hash = ? AND M=? AND N=? AND K=? "
+                          "AND dtype=? AND status='PASS' ORDER BY id DESC LIMIT 1",
+                          (device, source_hash, shape.M, shape.N, shape.K, dtype)).fetchone()
+    return _as_dict(row) if row else None
+
+
 def runs(variant: str | None = None, limit: int = 20) -> list[dict]:
     """The latest `limit` runs, oldest first (of one variant if given)."""
     con = _connect(create=False)

@@ -43,7 +43,9 @@ def fresh_seed() -> int:
 def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas: bool = True,
              keep_going: bool = False, on_phase=None, on_row=None,
              handler: str = "gemmlab.worker:GpuJobs") -> tuple[dict, list[dict]]:
-    """(document, rows): the document's metadata and one row per job, cuBLAS's last; `on_row(doc, row)`
+    """(document, rows): the document's metadata and one row per job, cuBLAS's last. `jobs` is a list of
+    (variant, params), or a function of the device that makes that list (for choices that depend on
+    the GPU: `auto`, the sweep's cache and parallel compile), called after cuBLAS. `on_row(doc, row)`
     sees each row as it is made. Without keep_going, the first job that cannot even be built raises
     its GemmlabError. A KeyboardInterrupt ends the run early: the rows so far are returned and the
     document says `interrupted`. (`handler` is the worker's job handler; tests give a fake one.)"""
@@ -72,7 +74,7 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
                     cublas = Result("cuBLAS", {}, shape, source="cupy.matmul", fault=f.kind, error=f.message)
                 cublas_ms = cublas.valid_time
                 cublas_row = finish(cublas, cublas_ms)
-            for v, params in jobs:
+            for v, params in (jobs(dev) if callable(jobs) else jobs):
                 on_phase(f"{v.name} {report.params_text(params)}")
                 hash_ = None
                 try:

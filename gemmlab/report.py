@@ -9,6 +9,7 @@ import csv
 import datetime as _dt
 import io
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -84,6 +85,16 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
         "blocks_per_sm": r.blocks_per_sm,
         "compile_ms": r.compile_ms, "cached": r.cached,
     }
+    return d
+
+
+def row_from_history(h: dict, peak_flops: float, cublas_ms: float | None = None) -> dict:
+    """A row for a result a sweep takes from the history instead of measuring the same kernel again."""
+    from .runner import FP32_TOL, Check, Shape, Timing
+    r = Result(h["variant"], h["params"], Shape(h["M"], h["N"], h["K"]), source=h["template"] or "",
+               check=Check(h["rel_err"], math.nan, FP32_TOL, "history"), timing=Timing(h["ms"], h["ms"], h["ms"], 0))
+    d = row(r, peak_flops, cublas_ms)
+    d.update(source_hash=h["source_hash"], vs_last=None, vs_last_text=f"from history #{h['id']}", changed="")
     return d
 
 

@@ -1,0 +1,113 @@
+"""The tuning cache and `--variant auto`: the best configuration measured for a shape on this GPU,
+else a rule from the shape.
+
+`gemmlab sweep --save-best` writes the winner of a sweep here (JSON in the user's data directory,
+`tuning.json`, keyed by GPU name, then shape). `auto` takes the entry of the same shape, else of the
+nearest shape measured (distance in log2 of M, N and K, at most 1 in each), else the rule. Nothing
+here needs a GPU.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from pathlib import Path
+
+from .errors import GemmlabError
+from .report import write_atomic
+
+NEAR = 1.0  # a cached shape within a factor of 2 in each of M, N and K counts as near
+
+
+def path() -> Path:
+    if os.environ.get("GEMMLAB_TUNING"):
+        return Path(os.environ["GEMMLAB_TUNING"])
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gemmlab" / "tuning.json"
+
+
+def load() -> dict:
+    p = path()
+    if not p.exists():
+        return {}
+    try:
+        data = json.loads(p.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except (OSError, ValueError) as e:
+        raise GemmlabError(f"the tuning cache {p} cannot be read: {e}",
+                           hint="move it away (a sweep with --save-best starts a new one)") from None
+
+
+def save_best(device: str, shape, row: dict) -> Path:
+    """Record `row` (a passing result) as the best for this device and shape, if it beats what is there."""
+    data = load()
+    key = f"{shape.M}x{shape.N}x{shape.K}"
+    entries = data.setdefault(device, {})
+    old = entries.get(key)
+    if old and old["ms"] <= row["ms"]:
+        return path()
+    entries[key] = {"variant": row["variant"], "params": row["params"], "ms": row["ms"], "tflops": row["tflops"],
+                    "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    path().parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path(), json.dumps(data, indent=2, sort_keys=True))
+    return path()
+
+
+def _distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    return max(abs(math.log2(x) - math.log2(y)) for x, y in zip(a, b))
+
+
+def cached(device: str, shape) -> tuple[dict, str] | None:
+    """(entry, the shape it was measured at) for the nearest cached shape, or None."""
+    entries = load().get(device, {})
+    want = (shape.M, shape.N, shape.K)
+    best = None
+    for key, entry in entries.items():
+        got = tuple(int(x) for x in key.split("x"))
+        d = _distance(want, got)
+        if d <= NEAR and (best is None or d < best[0]):
+            best = (d, entry, key)
+    return (best[1], best[2]) if best else None
+
+
+# pipelined's 64 x 128 tile: the best medium tile in benchmarks/h100-tune-pipelined-{1024,3072}.json
+MEDIUM = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}
+
+
+def wave_efficiency(tiles: int, sms: int) -> float:
+    """The share of the last wave's SM slots that have work: 288 tiles on 132 SMs make 3 waves, the
+    last one 24/132 full, so 288 / (3 * 132) = 0.73 of the time the SMs are busy."""
+    return tiles / (math.ceil(tiles / sms) * sms)
+
+
+def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
+    """(variant, parameter overrides, why) from the shape alone: pipelined's 128 x 256 tile where its
+    blocks fill the SMs' waves, its 64 x 128 tile where that fills them better, else the 64 x 64 tile
+    of blocktile1d, which works on the most SMs for small or skinny C."""
+    M, N = shape.M, shape.N
+    big = wave_efficiency(math.ceil(M / 128) * math.ceil(N / 256), sms)
+    medium = wave_efficiency(math.ceil(M / 64) * math.ceil(N / 128), sms)
+    if big >= 0.9:
+        return "pipelined", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
+    if medium >= 0.6 and medium > big:
+        return "pipelined", dict(MEDIUM), f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})"
+    return "blocktile1d", {}, "small or skinny C: 64 x 64 tiles, so that more SMs get work"
+
+
+def choose(catalog, device: str, shape, sms: int = 132) -> tuple[object, dict, str]:
+    """(variant, params, how it was chosen) for `--variant auto`."""
+    hit = cached(device, shape)
+    if hit:
+        entry, at = hit
+        try:
+            v = catalog.get(entry["variant"])
+            return v, v.resolve(entry["params"]), f"tuning cache ({at} on {device})"
+        except GemmlabError:
+            pass  # the template changed since: fall back on the rule
+    name, overrides, why = rule(shape, sms)
+    v = catalog.get(name)
+    return v, v.resolve(overrides), f"rule: {why}"

@@ -1,0 +1,130 @@
+"""Sweeps, the tuning cache, `auto`'s rule and the sweep plot, without a GPU."""
+
+import json
+
+import pytest
+
+import gemmlab
+from gemmlab import sweep, tuning
+from gemmlab.errors import GemmlabError
+from gemmlab.jobs import Options, run_jobs
+from gemmlab.plots import sweep_plot
+from gemmlab.render import render
+from gemmlab.runner import Shape
+from conftest import GOOD_BODY, write_template
+
+
+@pytest.mark.parametrize("spec,values", [("TILE=8,16, 32", ["8", "16", "32"]), ("REG=2..8", ["2", "3", "4", "5", "6", "7", "8"]),
+                                         ("BK=8..32:8", ["8", "16", "24", "32"]), ("X=true", ["true"])])
+def test_param_specs(spec, values):
+    assert sweep.parse_spec(spec) == (spec.split("=")[0], values)
+
+
+@pytest.mark.parametrize("spec", ["TILE", "TILE=", "=8", "REG=8..2", "REG=2..8:0"])
+def test_bad_param_specs(spec):
+    with pytest.raises(GemmlabError):
+        sweep.parse_spec(spec)
+
+
+def test_grid_skips_what_the_constraints_forbid_and_says_why():
+    v = gemmlab.catalog().get("regblock")
+    valid, skipped = sweep.grid(v, ["TILE=32,64,128", "REG=2..8:2"])
+    assert len(valid) + len(skipped) == 12
+    assert all(not v.violations(p) for p in valid)
+    summary = sweep.skip_summary(skipped)
+    assert sum(n for n, _, _ in summary) == len(skipped)
+    assert summary[0] == (3, "REG=6 is not allowed; choose one of: 2, 4, 8", "TILE=32 REG=6")
+
+
+def test_grid_rejects_an_unknown_parameter_and_folds_equal_points():
+    v = gemmlab.catalog().get("tiled")
+    with pytest.raises(GemmlabError, match="did you mean TILE"):
+        sweep.grid(v, ["TILEE=8"])
+    valid, _ = sweep.grid(v, ["TILE=8,08,0x8"])
+    assert valid == [{"TILE": 8, "PREFETCH": True}]
+
+
+def test_compile_all_in_parallel_reports_each_failure(user_dir):
+    write_template(user_dir, "typo", GOOD_BODY.replace("acc += A[", "acc += AA["))
+    cat = gemmlab.catalog((user_dir,))
+    rendered = [render(cat.get("tiled"), {"TILE": 8}), render(cat.get("typo")), render(cat.get("tiled"), {"TILE": 16})]
+    errors = sweep.compile_all(rendered, "sm_90", jobs=2)
+    assert errors[0] is None and errors[2] is None and "does not compile" in errors[1]
+
+
+def test_tuning_cache_keeps_the_best_and_finds_near_shapes():
+    row = {"variant": "pipelined", "params": {"BM": 64}, "ms": 2.0, "tflops": 30.0}
+    tuning.save_best("H100", Shape(1024, 1024, 1024), row)
+    tuning.save_best("H100", Shape(1024, 1024, 1024), dict(row, ms=3.0, params={"BM": 128}))  # slower: ignored
+    entry, at = tuning.cached("H100", Shape(1500, 1024, 800))
+    assert at == "1024x1024x1024" and entry["params"] == {"BM": 64}
+    assert tuning.cached("H100", Shape(4096, 1024, 1024)) is None  # 4x away in M: not near
+    assert tuning.cached("A100", Shape(1024, 1024, 1024)) is None
+    assert json.loads(tuning.path().read_text())["H100"]["1024x1024x1024"]["ms"] == 2.0
+
+
+def test_auto_uses_the_cache_then_the_rule():
+    cat = gemmlab.catalog()
+    v, params, how = tuning.choose(cat, "H100", Shape(1024, 1024, 1024))
+    assert how.startswith("rule") and v.name == "pipelined" and params["BM"] == 64
+    tuning.save_best("H100", Shape(1024, 1024, 1024), {"variant": "regblock", "params": {"REG": 4}, "ms": 1.0, "tflops": 1.0})
+    v, params, how = tuning.choose(cat, "H100", Shape(1024, 1024, 1024))
+    assert v.name == "regblock" and params["REG"] == 4 and how.startswith("tuning cache")
+
+
+@pytest.mark.parametrize("shape,variant,bm", [((4096, 4096, 4096), "pipelined", 128), ((3072, 3072, 3072), "pipelined", 64),
+                                              ((1024, 1024, 1024), "pipelined", 64), ((64, 3072, 3072), "blocktile1d", 64)])
+def test_rule_fills_the_waves(shape, variant, bm):
+    name, overrides, why = tuning.rule(Shape(*shape), sms=132)
+    params = gemmlab.catalog().get(name).resolve(overrides)
+    assert name == variant and params["BM"] == bm and why
+
+
+def test_wave_efficiency():
+    assert tuning.wave_efficiency(288, 132) == pytest.approx(288 / 396)
+    assert tuning.wave_efficiency(132, 132) == 1.0
+
+
+def test_run_jobs_takes_a_function_of_the_device():
+    v = gemmlab.catalog().get("tiled")
+    seen = []
+
+    def jobs(dev):
+        seen.append(dev.name)
+        return [(v, v.resolve({"TILE": 8}))]
+
+    _, rows = run_jobs("sweep", jobs, Shape(32, 32, 32), Options(), handler="handlers:FakeGpu")
+    assert seen == ["Fake H100"] and [r["variant"] for r in rows] == ["tiled", "cuBLAS"]
+
+
+def _doc(swept, rows):
+    return {"shape": {"M": 512, "N": 512, "K": 512}, "device": {"name": "H100"}, "date": "2026-11-23", "swept": swept,
+            "rows": rows + [{"variant": "cuBLAS", "params": {}, "status": "PASS", "gflops": 30000.0}]}
+
+
+@pytest.mark.parametrize("swept", [["TILE"], ["TILE", "REG"]])
+def test_sweep_plot_is_a_png(tmp_path, swept):
+    rows = [{"variant": "regblock", "params": {"TILE": t, "REG": r}, "status": "PASS", "gflops": 1000.0 * t / r}
+            for t in (32, 64, 128) for r in (2, 4)]
+    rows.append({"variant": "regblock", "params": {"TILE": 16, "REG": 2}, "status": "FAIL", "gflops": None})
+    out = tmp_path / "sweep.png"
+    sweep_plot(_doc(swept, rows), out)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep.png"]
+
+
+def test_sweep_plot_needs_a_passing_row(tmp_path):
+    with pytest.raises(GemmlabError, match="nothing to plot"):
+        sweep_plot(_doc(["TILE"], []), tmp_path / "x.png")
+
+
+def test_sweep_cli_errors(tmp_path):
+    from test_cli import invoke
+    r = invoke("sweep", "--variant", "regblock", "--param", "TILE=33")
+    assert r.exit_code == 1 and "no point of the grid" in r.output and "skipped 1" in r.output
+    (tmp_path / "p.png").write_text("mine")
+    r = invoke("sweep", "--variant", "tiled", "--param", "TILE=8,16", "--plot", tmp_path / "p.png")
+    assert r.exit_code == 1 and "already exists" in r.output
+    r = invoke("run", "--variant", "auto", "--tile", "16")
+    assert r.exit_code == 1 and "chooses the parameters" in r.output
