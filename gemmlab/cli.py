@@ -435,6 +435,80 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
     ctx.exit(status)
 
 
+def _measure_bandwidth(opts) -> float:
+    from .runner import Shape
+    from .worker import SETUP_TIMEOUT_S, Isolated
+    with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), max(opts.timeout, SETUP_TIMEOUT_S)) as w:
+        return w.call(("bandwidth",))
+
+
+@cli.command()
+@click.option("--variants", default="auto", show_default=True,
+              help="Comma-separated variants to run on every shape (auto: chosen per shape).")
+@click.option("--only", metavar="MxNxK,...", help="Only these shapes of the suite.")
+@click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
+@click.option("--seed", type=int, help="Seed of the random inputs.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Seconds a job may go without progress before it is marked TIMEOUT.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the results here as JSON (a new file).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the roofline with every result (PNG).")
+@output_options
+@kernels_dir_option
+@click.pass_context
+def suite(ctx, variants, only, reps, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
+    """The 12 shapes of the MIT 6.S894 lab against cuBLAS: roofline bound, % of it, the course's targets."""
+    from . import suite as lab
+    from .jobs import Options
+    from .runner import Shape
+    fmt = output_format(as_json, as_csv)
+    for p in (out_path, plot_path):
+        if p and Path(p).exists():
+            raise GemmlabError(f"{p} already exists; gemmlab does not overwrite it", hint="choose a new file name")
+    shapes = [(Shape(*s), t) for s, t in lab.SHAPES]
+    if only:
+        wanted = {x.strip() for x in only.split(",") if x.strip()}
+        shapes = [(s, t) for s, t in shapes if str(s) in wanted]
+        if len(shapes) != len(wanted):
+            raise GemmlabError(f"--only names shapes that are not in the suite; it has: "
+                               + ", ".join(str(Shape(*s)) for s, _ in lab.SHAPES))
+    names = [x.strip() for x in variants.split(",") if x.strip()]
+    cat = catalog(kernels_dirs)
+    named = [cat.get(n) for n in names if n != "auto"]  # unknown names fail here, before any GPU work
+    opts = Options(reps=reps, seed=seed, timeout=timeout)
+    bandwidth = _measure_bandwidth(opts)
+    doc, rows = None, []
+    for shape, target in shapes:
+        auto = _auto_jobs(kernels_dirs, shape) if "auto" in names else (lambda dev: [])
+
+        def jobs(dev, auto=auto):
+            return auto(dev) + [(v, v.resolve()) for v in named]
+
+        d, shape_rows, _ = _run_rows("suite", jobs, shape, opts, keep_going=True)
+        doc = doc or d
+        peak = d["device"]["peak_fp32_tflops"] * 1e12
+        cublas = next((r["tflops"] for r in shape_rows if r["variant"] == "cuBLAS"), None)
+        rows += [lab.annotate(r, shape, target, peak, bandwidth, cublas) for r in shape_rows]
+        if d.get("interrupted"):
+            doc["interrupted"] = True
+            break
+        if out_path:
+            report.write_atomic(Path(out_path), report.dump(dict(doc, rows=rows)))
+    doc.pop("shape", None)
+    doc.update(command="suite", bandwidth_tbs=bandwidth / 1e12, rows=rows)
+    if out_path:
+        report.write_atomic(Path(out_path), report.dump(doc))
+    _print_rows(doc, rows, fmt, lambda: report.suite_table(doc))
+    if plot_path:
+        from .plots import roofline_plot
+        roofline_plot(doc, Path(plot_path))
+        _note(f"plot written to {plot_path}")
+    bad = report.failures(rows)
+    for r in bad:
+        err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(report.failure_text(r))}",
+                    soft_wrap=True)
+    ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
+
+
 @cli.command()
 @click.option("--variants", help="Comma-separated variants (default: the whole ladder).")
 @shape_options

@@ -33,6 +33,7 @@ FORMAT = 1  # bump when the cache entry layout changes
 # NVRTC is first used.
 os.environ["CUDA_CACHE_DISABLE"] = "1"
 ENTRY = "gemm"  # every template defines extern "C" __global__ void gemm(...)
+REDUCE = "reduce"  # and, if its header declares [launch.reduce], a second kernel reduce(W, C, M, N, K)
 ARCH_RE = re.compile(r"^sm_(\d+)(a?)$")
 
 
@@ -230,6 +231,9 @@ def compile_rendered(rendered: Rendered, arch: str, extra_options: tuple[str, ..
     if not re.search(rf"\.entry\s+{ENTRY}\s*\(", ptx):
         raise GemmlabError(f"variant '{rendered.variant.name}' defines no kernel named {ENTRY}",
                            hint='every template defines extern "C" __global__ void gemm(A, B, C, M, N, K)')
+    if rendered.variant.reduce_grid and not re.search(rf"\.entry\s+{REDUCE}\s*\(", ptx):
+        raise GemmlabError(f"variant '{rendered.variant.name}' declares [launch.reduce] but defines no kernel "
+                           f"named {REDUCE}", hint='define extern "C" __global__ void reduce(W, C, M, N, K)')
     resources = parse_resources(log)
 
     meta = {"ptx": ptx, "log": log, "resources": asdict(resources), "compile_ms": compile_ms,
@@ -272,14 +276,13 @@ def sass(compiled: Compiled) -> str:
     return proc.stdout
 
 
-_loaded: dict[str, object] = {}
+_loaded: dict[str, object] = {}  # key -> cupy.RawModule
 
 
-def load(compiled: Compiled):
-    """The kernel as a cupy.RawKernel, loaded from the cubin through cupy.RawModule (needs a GPU)."""
+def load(compiled: Compiled, name: str = ENTRY):
+    """A kernel of the cubin as a cupy.RawKernel, loaded through cupy.RawModule (needs a GPU)."""
     from .device import cuda
     cupy = cuda()
     if compiled.key not in _loaded:
-        module = cupy.RawModule(path=str(compiled.cubin_path))
-        _loaded[compiled.key] = module.get_function(ENTRY)
-    return _loaded[compiled.key]
+        _loaded[compiled.key] = cupy.RawModule(path=str(compiled.cubin_path))
+    return _loaded[compiled.key].get_function(name)

@@ -3,6 +3,8 @@ drawn and tested on a CPU from recorded results.
 
 - sweep_plot: GFLOP/s per configuration of a `gemmlab sweep` (a line over one swept parameter,
   bars for a grid of several), cuBLAS as a dashed line.
+- roofline_plot: the device's ceilings (FP32 peak, copy bandwidth x intensity) with every result of
+  a `gemmlab suite` as a point at its shape's arithmetic intensity.
 """
 
 from __future__ import annotations
@@ -64,5 +66,35 @@ def sweep_plot(doc: dict, path: Path) -> None:
     ax.set_ylabel("GFLOP/s") if len(swept) == 1 else ax.set_xlabel("GFLOP/s")
     ax.set_title(_title(doc, f"sweep of {rows[0]['variant']}"), fontsize=9)
     ax.legend()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def roofline_plot(doc: dict, path: Path) -> None:
+    plt = _pyplot()
+    dev = doc["device"]
+    peak, bw = dev["peak_fp32_tflops"] * 1e12, doc["bandwidth_tbs"] * 1e12
+    rows = [r for r in doc["rows"] if r["status"] == "PASS" and r["tflops"]]
+    if not rows:
+        raise GemmlabError("nothing passed its check: there is nothing to plot")
+    ais = [r["ai"] for r in rows]
+    lo, hi = min(ais + [peak / bw]) / 2, max(ais + [peak / bw]) * 2
+    fig, ax = plt.subplots(figsize=(8, 5))
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(peak, x * bw) / 1e12 for x in xs], "k-", lw=1.5,
+            label=f"roofline: {peak / 1e12:.1f} TFLOP/s, {bw / 1e12:.2f} TB/s")
+    for name in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == name]
+        ax.scatter([r["ai"] for r in mine], [r["tflops"] for r in mine], label=name, s=24,
+                   marker="x" if name == "cuBLAS" else "o")
+    for r in rows:
+        if r["variant"] != "cuBLAS":
+            ax.annotate(r["shape"], (r["ai"], r["tflops"]), fontsize=6, xytext=(3, -8), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte of A, B and C)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"roofline on {dev.get('name', '?')} ({doc.get('date', '')[:10]})", fontsize=9)
+    ax.legend(fontsize=7)
     _save(fig, path)
     plt.close(fig)

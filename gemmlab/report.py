@@ -207,6 +207,39 @@ def findings_markdown(found: dict) -> str:
     return "\n".join(lines)
 
 
+def suite_table(doc: dict) -> Table:
+    dev = doc.get("device", {})
+    t = Table(title=f"suite on {dev.get('name', '?')} (FP32 peak {dev.get('peak_fp32_tflops', 0):.1f} TFLOP/s, "
+                    f"copy {doc.get('bandwidth_tbs', 0):.2f} TB/s) · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
+              title_justify="left")
+    for c in ("M x N x K", "variant", "params", "ms", "TFLOP/s", "% peak", "FLOP/B", "bound", "% of bound",
+              "x cuBLAS", "target", "check"):
+        t.add_column(c, justify="left" if c in ("M x N x K", "variant", "params", "bound") else "right",
+                     no_wrap=c != "params")
+    for r in doc["rows"]:
+        target = "-" if r["target_pct"] is None else f"{r['target_pct']}%"
+        if r["met"] is not None:
+            target += " [green]met[/]" if r["met"] else " [red]missed[/]"
+        t.add_row(r["shape"], escape(r["variant"]), escape(params_text(r["params"])), _f(r["ms"], ".3f"),
+                  _f(r["tflops"], ".2f"), _f(r["pct_peak"], ".1f"), f"{r['ai']:.1f}", r["bound"],
+                  _f(r["pct_bound"], ".1f"), _f(r["x_cublas"], ".2f"), target, status_text(r),
+                  end_section=r["variant"] == "cuBLAS")
+    return t
+
+
+def suite_markdown(doc: dict) -> str:
+    """The README's suite table from a saved `suite --json` document."""
+    lines = ["| M x N x K | variant | TFLOP/s | % of peak | FLOP/B | bound | % of bound | x cuBLAS | target |",
+             "|---|---|---:|---:|---:|---|---:|---:|---|"]
+    for r in doc["rows"]:
+        target = "-" if r["target_pct"] is None else f"{r['target_pct']}%" + (
+            "" if r["met"] is None else " met" if r["met"] else " **missed**")
+        tflops = _f(r["tflops"], ".2f") if r["status"] == "PASS" else f"**{r['status']}**"
+        lines.append(f"| {r['shape']} | {r['variant']} | {tflops} | {_f(r['pct_peak'], '.1f')} | {r['ai']:.1f} | "
+                     f"{r['bound']} | {_f(r['pct_bound'], '.1f')} | {_f(r['x_cublas'], '.2f')} | {target} |")
+    return "\n".join(lines)
+
+
 def history_table(rows: list[dict], title: str) -> Table:
     t = Table(title=title, title_justify="left")
     for c in ("id", "time (UTC)", "command", "variant", "params", "M x N x K", "status", "ms", "TFLOP/s",

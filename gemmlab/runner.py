@@ -178,6 +178,17 @@ class Problem:
         rel = float(cupy.linalg.norm(diff)) / (self.ref_norm or 1.0)
         return Check(rel, float(cupy.abs(diff).max()), FP32_TOL, self.ref_name, unwritten)
 
+    def workspace(self, nbytes: int):
+        """Scratch memory for kernels that declare it: allocated once per Problem, grown when needed."""
+        if getattr(self, "_workspace", None) is None or self._workspace.nbytes < nbytes:
+            self._workspace = None
+            try:
+                self._workspace = self.cupy.empty(nbytes, dtype=self.cupy.uint8)
+            except self.cupy.cuda.memory.OutOfMemoryError:
+                raise GemmlabError(f"out of GPU memory allocating a {nbytes / 2**20:.0f} MiB workspace",
+                                   hint="a smaller split or shape needs less") from None
+        return self._workspace
+
     def cublas(self, min_reps: int = 10) -> Result:
         """cuBLAS through cupy.matmul on the same inputs: the yardstick."""
         cupy = self.cupy
@@ -210,10 +221,18 @@ class Problem:
             r.compile_ms = compiled.lookup_ms + (time.perf_counter() - t0) * 1e3
         if geo.smem > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = geo.smem  # opt in above the default 48 KB
-        args = (self.A, self.B, self.C, np.int32(s.M), np.int32(s.N), np.int32(s.K))
+        dims = (np.int32(s.M), np.int32(s.N), np.int32(s.K))
+        args = (self.A, self.B, self.C) + dims
+        if geo.workspace:
+            args += (self.workspace(geo.workspace),)
+        reduce = load(compiled, "reduce") if geo.reduce_grid else None
 
         def launch():
+            if geo.zero_output:  # the kernel adds into C: part of its work, so inside the timing
+                self.C.fill(0)
             kernel(geo.grid, geo.block, args, shared_mem=geo.smem)
+            if reduce is not None:  # e.g. split-K: sum the partial products from the workspace into C
+                reduce(geo.reduce_grid, geo.reduce_block, (args[-1], self.C) + dims)
 
         try:
             r.blocks_per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(

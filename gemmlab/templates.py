@@ -171,6 +171,10 @@ class Geometry:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     smem: int  # dynamic shared memory, bytes
+    workspace: int = 0  # bytes of scratch memory passed to gemm as a 7th argument (0: none)
+    zero_output: bool = False  # C is set to 0 before each gemm launch (kernels that accumulate into C)
+    reduce_grid: tuple[int, int, int] | None = None  # a second kernel, reduce(W, C, M, N, K), after gemm
+    reduce_block: tuple[int, int, int] | None = None
 
     @property
     def threads(self) -> int:
@@ -189,6 +193,10 @@ class Variant:
     block: tuple[str, ...]
     grid: tuple[str, ...]
     smem: str
+    workspace: str = "0"
+    zero_output: bool = False
+    reduce_block: tuple[str, ...] | None = None
+    reduce_grid: tuple[str, ...] | None = None
     predict: str = ""
     predict_x: float | None = None  # the prediction as a number: speed-up over the parent
     builtin: bool = True
@@ -285,11 +293,17 @@ class Variant:
         grid = self._dims(self.grid, names, "grid")
         block = self._dims(self.block, names, "block")
         smem = evaluate(self.smem, names, f"{self.path}: launch.smem")
-        if any(g < 1 or g > m for g, m in zip(grid, MAX_GRID_DIM)):
-            raise GemmlabError(
-                f"shape {M}x{N}x{K} needs a grid of {grid} blocks for variant '{self.name}'; CUDA allows "
-                f"at most {MAX_GRID_DIM} (x, y, z)", hint="use a larger tile or a smaller shape")
-        return Geometry(grid, block, int(smem))
+        workspace = evaluate(self.workspace, names, f"{self.path}: launch.workspace")
+        reduce_grid = reduce_block = None
+        if self.reduce_grid:
+            reduce_grid = self._dims(self.reduce_grid, names, "reduce.grid")
+            reduce_block = self._dims(self.reduce_block, names, "reduce.block")
+        for g in (grid, reduce_grid or grid):
+            if any(x < 1 or x > m for x, m in zip(g, MAX_GRID_DIM)):
+                raise GemmlabError(
+                    f"shape {M}x{N}x{K} needs a grid of {g} blocks for variant '{self.name}'; CUDA allows "
+                    f"at most {MAX_GRID_DIM} (x, y, z)", hint="use a larger tile or a smaller shape")
+        return Geometry(grid, block, int(smem), int(workspace), self.zero_output, reduce_grid, reduce_block)
 
 
 def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
@@ -382,10 +396,24 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
         if not 1 <= len(dims) <= 3 or not all(isinstance(d, (str, int)) for d in dims):
             raise _fail(path, f"launch.{what} must list 1 to 3 expressions")
     smem = str(launch.get("smem", "0"))
+    workspace = str(launch.get("workspace", "0"))
+    zero_output = launch.get("zero_output", False)
+    if not isinstance(zero_output, bool):
+        raise _fail(path, "launch.zero_output must be true or false")
+    reduce = launch.get("reduce")
+    if reduce is not None:
+        if not isinstance(reduce, dict):
+            raise _fail(path, "launch.reduce must be a table with block and grid")
+        reduce = {k: tuple(map(str, need(k, list, reduce, "launch.reduce."))) for k in ("block", "grid")}
+    unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "reduce"}
+    if unknown:
+        raise _fail(path, f"unknown launch key(s) {sorted(unknown)}")
 
     variant = Variant(name=name, path=path, idea=idea, parent=parent or None, dtypes=dtypes,
                       params=params, constraints=constraints,
                       block=tuple(map(str, block)), grid=tuple(map(str, grid)), smem=smem,
+                      workspace=workspace, zero_output=zero_output,
+                      reduce_block=reduce["block"] if reduce else None, reduce_grid=reduce["grid"] if reduce else None,
                       predict=predict, predict_x=predict_x, builtin=builtin)
     # The defaults must be a valid configuration, and the expressions must evaluate.
     broken = variant.violations(variant.defaults())

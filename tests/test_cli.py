@@ -27,7 +27,8 @@ def test_help(cmd):
 def test_list():
     r = invoke("list")
     assert r.exit_code == 0
-    ladder = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined"]
+    ladder = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined",
+              "splitk", "splitk_atomic"]
     for name in ladder:
         assert name in r.output
     data = json.loads(invoke("list", "--json").output)

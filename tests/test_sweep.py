@@ -128,3 +128,51 @@ def test_sweep_cli_errors(tmp_path):
     assert r.exit_code == 1 and "already exists" in r.output
     r = invoke("run", "--variant", "auto", "--tile", "16")
     assert r.exit_code == 1 and "chooses the parameters" in r.output
+
+
+def test_roofline_sides():
+    from gemmlab.suite import roofline
+    peak, bw = 66.9e12, 2.93e12  # ridge at 22.8 FLOP/B
+    big = roofline(Shape(3072, 3072, 3072), peak, bw)
+    assert big["bound"] == "compute" and big["bound_flops"] == peak and big["ai"] == pytest.approx(512)
+    gemv = roofline(Shape(1, 3072, 3072), peak, bw)
+    assert gemv["bound"] == "memory" and gemv["ai"] == pytest.approx(2 * 3072 * 3072 / (4 * (3072 + 3072 * 3072 + 3072)))
+    assert gemv["bound_flops"] == pytest.approx(gemv["ai"] * bw)
+
+
+def test_suite_has_the_labs_twelve_shapes_and_targets():
+    from gemmlab.suite import SHAPES
+    assert len(SHAPES) == 12 and SHAPES[0] == ((3072, 3072, 3072), 40) and SHAPES[-1] == ((128, 128, 32768), 40)
+    assert [t for s, t in SHAPES[1:8]] == [40, 35, 35, 40, 40, 40, 40]
+    assert dict(SHAPES)[(256, 256, 256)] is None and dict(SHAPES)[(256, 256, 8192)] == 25
+
+
+def _suite_doc():
+    from gemmlab.suite import annotate
+    rows = []
+    for (m, n, k), target, tf, ctf in (((3072, 3072, 3072), 40, 38.0, 45.0), ((1, 3072, 3072), 40, 0.5, 0.66)):
+        s = Shape(m, n, k)
+        for name, t in (("splitk", tf), ("cuBLAS", ctf)):
+            r = {"variant": name, "params": {}, "status": "PASS", "tflops": t, "ms": 1.0, "pct_peak": 100 * t / 66.9}
+            rows.append(annotate(r, s, target, 66.9e12, 2.93e12, ctf))
+    return {"device": {"name": "H100", "peak_fp32_tflops": 66.9}, "bandwidth_tbs": 2.93, "date": "2026-11-23",
+            "commit": "x", "rows": rows}
+
+
+def test_suite_rows_say_bound_and_target():
+    doc = _suite_doc()
+    big, big_cublas, gemv, _ = doc["rows"]
+    assert big["pct_bound"] == pytest.approx(100 * 38 / 66.9) and big["met"] is True
+    assert big["x_cublas"] == pytest.approx(38 / 45) and big_cublas["met"] is None
+    assert gemv["bound"] == "memory" and gemv["pct_bound"] == pytest.approx(100 * 0.5e12 / (gemv["ai"] * 2.93e12))
+    from gemmlab import report
+    md = report.suite_markdown(doc)
+    assert "| 3072x3072x3072 | splitk | 38.00 |" in md and "40% met" in md
+    assert report.suite_table(doc).row_count == 4
+
+
+def test_roofline_plot_is_a_png(tmp_path):
+    from gemmlab.plots import roofline_plot
+    out = tmp_path / "roof.png"
+    roofline_plot(_suite_doc(), out)
+    assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 10_000
