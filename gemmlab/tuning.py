@@ -2,9 +2,9 @@
 else a rule from the shape.
 
 `gemmlab sweep --save-best` writes the winner of a sweep here (JSON in the user's data directory,
-`tuning.json`, keyed by GPU name, then shape). `auto` takes the entry of the same shape, else of the
-nearest shape measured (distance in log2 of M, N and K, at most 1 in each), else the rule. Nothing
-here needs a GPU.
+`tuning.json`, keyed by GPU name, then shape); gemmlab also ships the winners of its own H100 sweeps
+(kernels/tuning.json). `auto` takes the entry of the same shape, else of the nearest shape measured
+(distance in log2 of M, N and K, at most 1 in each), else the rule. Nothing here needs a GPU.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .errors import GemmlabError
 from .report import write_atomic
+from .templates import builtin_dir
 
 NEAR = 1.0  # a cached shape within a factor of 2 in each of M, N and K counts as near
 
@@ -28,8 +29,7 @@ def path() -> Path:
     return Path(base) / "gemmlab" / "tuning.json"
 
 
-def load() -> dict:
-    p = path()
+def _read(p: Path) -> dict:
     if not p.exists():
         return {}
     try:
@@ -40,6 +40,17 @@ def load() -> dict:
     except (OSError, ValueError) as e:
         raise GemmlabError(f"the tuning cache {p} cannot be read: {e}",
                            hint="move it away (a sweep with --save-best starts a new one)") from None
+
+
+def load() -> dict:
+    """The user's cache (what --save-best wrote)."""
+    return _read(path())
+
+
+def shipped() -> dict:
+    """The winners of the sweeps gemmlab's authors ran (benchmarks/h100-sweep-*), shipped beside the
+    templates: a fresh install on the same GPU starts from measured choices."""
+    return _read(builtin_dir() / "tuning.json")
 
 
 def save_best(device: str, shape, row: dict) -> Path:
@@ -63,7 +74,7 @@ def _distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
 
 def cached(device: str, shape) -> tuple[dict, str] | None:
     """(entry, the shape it was measured at) for the nearest cached shape, or None."""
-    entries = load().get(device, {})
+    entries = {**shipped().get(device, {}), **load().get(device, {})}  # the user's own sweeps win
     want = (shape.M, shape.N, shape.K)
     best = None
     for key, entry in entries.items():
@@ -87,7 +98,8 @@ def wave_efficiency(tiles: int, sms: int) -> float:
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) from the shape alone: pipelined's 128 x 256 tile where its
     blocks fill the SMs' waves, its 64 x 128 tile where that fills them better, else the 64 x 64 tile
-    of blocktile1d, which works on the most SMs for small or skinny C."""
+    of splitk with K cut into slices of about 256 for small or skinny C (the shape of most winners in
+    benchmarks/h100-sweep-splitk/)."""
     M, N = shape.M, shape.N
     big = wave_efficiency(math.ceil(M / 128) * math.ceil(N / 256), sms)
     medium = wave_efficiency(math.ceil(M / 64) * math.ceil(N / 128), sms)
@@ -95,7 +107,9 @@ def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
         return "pipelined", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
     if medium >= 0.6 and medium > big:
         return "pipelined", dict(MEDIUM), f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})"
-    return "blocktile1d", {}, "small or skinny C: 64 x 64 tiles, so that more SMs get work"
+    split = min(64, max(1, 2 ** round(math.log2(max(1, shape.K / 256)))))
+    return ("splitk", {"BM": 16, "BN": 64, "TM": 8, "SPLIT_K": split},
+            f"small or skinny C: 16 x 64 tiles and K split {split} ways (slices of about 256), so that every SM gets work")
 
 
 def choose(catalog, device: str, shape, sms: int = 132) -> tuple[object, dict, str]:

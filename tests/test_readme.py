@@ -54,3 +54,10 @@ def test_readme_fault_and_sanitizer_tables_are_the_committed_results():
         found = json.loads((ROOT / "benchmarks" / f"h100-sanitize-{tool}.json").read_text())
         assert found["tool"] == tool and found["findings"]
         assert report.findings_markdown(found) in readme, f"paste `gemmlab report --markdown benchmarks/h100-sanitize-{tool}.json`"
+
+
+def test_readme_suite_table_is_the_committed_result():
+    doc = json.loads((ROOT / "benchmarks" / "h100-suite.json").read_text())
+    assert len({r["shape"] for r in doc["rows"]}) == 12 and doc["bandwidth_tbs"] > 1
+    readme = (ROOT / "README.md").read_text()
+    assert report.suite_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme

@@ -63,6 +63,17 @@ def test_tuning_cache_keeps_the_best_and_finds_near_shapes():
     assert json.loads(tuning.path().read_text())["H100"]["1024x1024x1024"]["ms"] == 2.0
 
 
+def test_shipped_winners_cover_the_suite_on_the_h100():
+    from gemmlab.suite import SHAPES
+    h100 = tuning.shipped()["NVIDIA H100 80GB HBM3"]
+    cat = gemmlab.catalog()
+    for (m, n, k), _ in SHAPES[1:]:
+        entry = h100[f"{m}x{n}x{k}"]
+        cat.get(entry["variant"]).resolve(entry["params"])  # still a valid configuration
+    v, params, how = tuning.choose(cat, "NVIDIA H100 80GB HBM3", Shape(64, 3072, 3072))
+    assert v.name == "splitk" and params["SPLIT_K"] == 16 and how.startswith("tuning cache")
+
+
 def test_auto_uses_the_cache_then_the_rule():
     cat = gemmlab.catalog()
     v, params, how = tuning.choose(cat, "H100", Shape(1024, 1024, 1024))
@@ -73,7 +84,7 @@ def test_auto_uses_the_cache_then_the_rule():
 
 
 @pytest.mark.parametrize("shape,variant,bm", [((4096, 4096, 4096), "pipelined", 128), ((3072, 3072, 3072), "pipelined", 64),
-                                              ((1024, 1024, 1024), "pipelined", 64), ((64, 3072, 3072), "blocktile1d", 64)])
+                                              ((1024, 1024, 1024), "pipelined", 64), ((64, 3072, 3072), "splitk", 16)])
 def test_rule_fills_the_waves(shape, variant, bm):
     name, overrides, why = tuning.rule(Shape(*shape), sms=132)
     params = gemmlab.catalog().get(name).resolve(overrides)
