@@ -181,6 +181,9 @@ class Geometry:
         return self.block[0] * self.block[1] * self.block[2]
 
 
+_samples: dict[tuple, list[dict]] = {}
+
+
 @dataclass
 class Variant:
     name: str
@@ -194,7 +197,7 @@ class Variant:
     grid: tuple[str, ...]
     smem: str
     workspace: str = "0"
-    zero_output: bool = False
+    zero_output: str = "false"  # an expression: true for kernels that add into C
     reduce_block: tuple[str, ...] | None = None
     reduce_grid: tuple[str, ...] | None = None
     predict: str = ""
@@ -256,7 +259,14 @@ class Variant:
     def sample(self, limit: int = 64) -> list[dict]:
         """Valid configurations to test: all of them when there are at most `limit`; otherwise the
         defaults plus, for every allowed value of every parameter, the valid configuration closest to
-        the defaults that uses it (so each value is still compiled and run at least once)."""
+        the defaults that uses it (so each value is still compiled and run at least once). Worked out
+        once per header (pipelined has over 10,000 combinations to check)."""
+        key = (tuple(self.params.items()), tuple(self.constraints), self.block, limit)
+        if key not in _samples:
+            _samples[key] = self._sample(limit)
+        return [dict(p) for p in _samples[key]]
+
+    def _sample(self, limit: int) -> list[dict]:
         valid = [p for p, bad in self.configs() if not bad]
         if len(valid) <= limit:
             return valid
@@ -303,7 +313,8 @@ class Variant:
                 raise GemmlabError(
                     f"shape {M}x{N}x{K} needs a grid of {g} blocks for variant '{self.name}'; CUDA allows "
                     f"at most {MAX_GRID_DIM} (x, y, z)", hint="use a larger tile or a smaller shape")
-        return Geometry(grid, block, int(smem), int(workspace), self.zero_output, reduce_grid, reduce_block)
+        zero = bool(evaluate(self.zero_output, names, f"{self.path}: launch.zero_output"))
+        return Geometry(grid, block, int(smem), int(workspace), zero, reduce_grid, reduce_block)
 
 
 def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
@@ -398,8 +409,9 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
     smem = str(launch.get("smem", "0"))
     workspace = str(launch.get("workspace", "0"))
     zero_output = launch.get("zero_output", False)
-    if not isinstance(zero_output, bool):
-        raise _fail(path, "launch.zero_output must be true or false")
+    if not isinstance(zero_output, (bool, str)):
+        raise _fail(path, "launch.zero_output must be true, false, or an expression over the parameters")
+    zero_output = str(zero_output).lower() if isinstance(zero_output, bool) else zero_output
     reduce = launch.get("reduce")
     if reduce is not None:
         if not isinstance(reduce, dict):
