@@ -97,9 +97,9 @@ def wave_efficiency(tiles: int, sms: int) -> float:
 
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) from the shape alone: pipelined's 128 x 256 tile where its
-    blocks fill the SMs' waves, its 64 x 128 tile where that fills them better, else the 64 x 64 tile
-    of splitk with K cut into slices of about 256 for small or skinny C (the shape of most winners in
-    benchmarks/h100-sweep-splitk/)."""
+    blocks fill the SMs' waves, its 64 x 128 tile where that fills them better, and for small or skinny
+    C that tile with K split until there are blocks enough (the shape of most winners in
+    benchmarks/h100-sweep-split/)."""
     M, N = shape.M, shape.N
     big = wave_efficiency(math.ceil(M / 128) * math.ceil(N / 256), sms)
     medium = wave_efficiency(math.ceil(M / 64) * math.ceil(N / 128), sms)
@@ -107,9 +107,13 @@ def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
         return "pipelined", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
     if medium >= 0.6 and medium > big:
         return "pipelined", dict(MEDIUM), f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})"
-    split = min(64, max(1, 2 ** round(math.log2(max(1, shape.K / 256)))))
-    return ("splitk", {"BM": 16, "BN": 64, "TM": 8, "SPLIT_K": split},
-            f"small or skinny C: 16 x 64 tiles and K split {split} ways (slices of about 256), so that every SM gets work")
+    # Few tiles: split K as well, until there are 3 blocks an SM, keeping slices of at least 128.
+    tiles = math.ceil(M / 64) * math.ceil(N / 128)
+    split = 1
+    while split < 16 and tiles * split < 3 * sms and shape.K // (2 * split) >= 128:
+        split *= 2
+    return ("pipelined", dict(MEDIUM, SPLIT_K=split),
+            f"small or skinny C ({tiles} tiles of 64 x 128): K split {split} ways, so that every SM gets work")
 
 
 def choose(catalog, device: str, shape, sms: int = 132) -> tuple[object, dict, str]:
