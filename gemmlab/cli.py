@@ -510,6 +510,68 @@ def suite(ctx, variants, only, reps, seed, timeout, out_path, plot_path, as_json
 
 
 @cli.command()
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw bandwidth against warps per SM (PNG).")
+@output_options
+def occupancy(plot_path, as_json, as_csv):
+    """Copy bandwidth against warps per SM (forced with reserved shared memory), and Little's law."""
+    from . import occupancy as occ
+    from .runner import Shape
+    from .worker import SETUP_TIMEOUT_S, Isolated
+    fmt = output_format(as_json, as_csv)
+    if plot_path and Path(plot_path).exists():
+        raise GemmlabError(f"{plot_path} already exists; gemmlab does not overwrite it", hint="choose a new file name")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=err(), transient=True) as progress:
+        task = progress.add_task("")
+        with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), SETUP_TIMEOUT_S,
+                      lambda text: progress.update(task, description=escape(text))) as w:
+            dev = w.start()["device"]
+            rows = w.call(("occupancy",))
+    peak = max(r["bandwidth"] for r in rows)
+    for r in rows:
+        r.update(gbs=r["bandwidth"] / 1e9, pct_of_best=100 * r["bandwidth"] / peak)
+    law = occ.littles_law(rows, dev.sms, peak)
+    doc = dict(report.meta("occupancy", dev), rows=rows, littles_law=law)
+    _print_rows(doc, rows, fmt, lambda: report.occupancy_table(doc))
+    if fmt == "table" and law:
+        out().print(f"Little's law: at 1 warp per SM each warp has {occ.BYTES_IN_FLIGHT_PER_WARP} bytes in flight, so the "
+                    f"memory latency is about {law['latency_ns']:.0f} ns; {peak / 1e12:.2f} TB/s then needs "
+                    f"{law['bytes_in_flight'] / 2**20:.1f} MiB in flight: about {law['warps_per_sm_needed']} warps per SM.")
+    if plot_path:
+        from .plots import occupancy_plot
+        occupancy_plot(doc, Path(plot_path))
+        _note(f"plot written to {plot_path}")
+
+
+@cli.command("profile")
+@click.option("--variant", "-v", "name", required=True, help="The variant to profile.")
+@param_options
+@click.option("--size", type=click.IntRange(min=1), default=4096, show_default=True, help="M = N = K.")
+@click.option("-M", "m", type=click.IntRange(min=1), help="M (overrides --size).")
+@click.option("-N", "n", type=click.IntRange(min=1), help="N (overrides --size).")
+@click.option("-K", "k", type=click.IntRange(min=1), help="K (overrides --size).")
+@output_options
+@kernels_dir_option
+def profile_cmd(name, tile, reg, raw_params, size, m, n, k, as_json, as_csv, kernels_dirs):
+    """One launch of a variant under ncu: throughput, occupancy, bank conflicts, stalls, DRAM bytes."""
+    from .profile import profile
+    fmt = output_format(as_json, as_csv)
+    v = catalog(kernels_dirs).get(name)
+    params = v.resolve(overrides(tile, reg, raw_params))  # bad input fails here, not under ncu
+    shape = make_shape(size, m, n, k)
+    args = ["--variant", v.name, "-M", str(shape.M), "-N", str(shape.N), "-K", str(shape.K), "--timeout", "600"]
+    args += [a for kv in params.items() for a in ("-p", f"{kv[0]}={show_value(kv[1])}")]
+    args += [a for d in kernels_dirs for a in ("--kernels-dir", str(d))]
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err(),
+                  transient=True) as progress:
+        progress.add_task(f"ncu: {v.name} {report.params_text(params)} at {shape}")
+        found = profile(args)
+    found.update(variant=v.name, params=params, shape={"M": shape.M, "N": shape.N, "K": shape.K})
+    _print_rows(found, found["metrics"] + [dict(metric="stall: " + s["reason"], value=s["cycles_per_instruction"],
+                                                unit="cycles/instruction") for s in found["stalls"]],
+                fmt, lambda: report.profile_table(found))
+
+
+@cli.command()
 @click.option("--variants", help="Comma-separated variants (default: the whole ladder).")
 @shape_options
 @kernels_dir_option

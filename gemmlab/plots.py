@@ -3,6 +3,7 @@ drawn and tested on a CPU from recorded results.
 
 - sweep_plot: GFLOP/s per configuration of a `gemmlab sweep` (a line over one swept parameter,
   bars for a grid of several), cuBLAS as a dashed line.
+- occupancy_plot: copy bandwidth against warps per SM, with Little's law's estimate.
 - roofline_plot: the device's ceilings (FP32 peak, copy bandwidth x intensity) with every result of
   a `gemmlab suite` as a point at its shape's arithmetic intensity.
 """
@@ -96,5 +97,22 @@ def roofline_plot(doc: dict, path: Path) -> None:
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"roofline on {dev.get('name', '?')} ({doc.get('date', '')[:10]})", fontsize=9)
     ax.legend(fontsize=7)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def occupancy_plot(doc: dict, path: Path) -> None:
+    plt = _pyplot()
+    rows = doc["rows"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot([r["warps_per_sm"] for r in rows], [r["bandwidth"] / 1e12 for r in rows], "o-", label="copy")
+    law = doc.get("littles_law") or {}
+    if law.get("warps_per_sm_needed"):
+        ax.axvline(law["warps_per_sm_needed"], ls="--", c="gray",
+                   label=f"Little's law: {law['warps_per_sm_needed']} warps ({law['latency_ns']:.0f} ns latency)")
+    ax.set_xlabel("warps per SM")
+    ax.set_ylabel("TB/s (read + write)")
+    ax.set_title(f"bandwidth against occupancy on {doc['device']['name']} ({doc.get('date', '')[:10]})", fontsize=9)
+    ax.legend(fontsize=8)
     _save(fig, path)
     plt.close(fig)

@@ -240,6 +240,31 @@ def suite_markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def occupancy_table(doc: dict) -> Table:
+    dev = doc.get("device", {})
+    t = Table(title=f"copy bandwidth against warps per SM on {dev.get('name', '?')} · {doc.get('date', '')[:10]}",
+              title_justify="left")
+    for c in ("warps / SM", "occupancy %", "blocks / SM", "threads / block", "reserved smem / block", "GB/s",
+              "% of best"):
+        t.add_column(c, justify="right")
+    for r in doc["rows"]:
+        t.add_row(str(r["warps_per_sm"]), f"{r['occupancy_pct']:.1f}", str(r["blocks_per_sm"]),
+                  str(r["threads_per_block"]), str(r["smem_per_block"]), f"{r['gbs']:,.0f}", f"{r['pct_of_best']:.1f}")
+    return t
+
+
+def profile_table(found: dict) -> Table:
+    t = Table(title=f"{found['command']}", title_justify="left")
+    for c in ("metric", "value", "unit"):
+        t.add_column(c, justify="right" if c == "value" else "left")
+    for m in found["metrics"]:
+        v = m["value"]
+        t.add_row(m["metric"], f"{v:,.2f}" if isinstance(v, float) else str(v), m["unit"])
+    for s in found["stalls"]:
+        t.add_row(f"stall: {s['reason']}", f"{s['cycles_per_instruction']:.2f}", "cycles per issued instruction")
+    return t
+
+
 def history_table(rows: list[dict], title: str) -> Table:
     t = Table(title=title, title_justify="left")
     for c in ("id", "time (UTC)", "command", "variant", "params", "M x N x K", "status", "ms", "TFLOP/s",

@@ -206,7 +206,7 @@ class Isolated:
 class GpuJobs:
     """Runs in the worker: one set of inputs (Problem), then cuBLAS or a variant per request.
 
-    Requests: ("bandwidth",), ("cublas", reps) and ("run", compiled, reps, timed), where `compiled` is a
+    Requests: ("bandwidth",), ("occupancy",), ("cublas", reps) and ("run", compiled, reps, timed), where `compiled` is a
     compile.Compiled: the parent renders and compiles (no GPU needed), the worker loads the cubin."""
 
     def __init__(self, shape, seed, fp64_check, phase=None):
@@ -220,6 +220,9 @@ class GpuJobs:
         return {"device": self.problem.device, "seed": self.problem.seed}
 
     def handle(self, request):
+        if request[0] == "occupancy":  # bandwidth against forced warps per SM
+            from .occupancy import measure
+            return measure(self.phase)
         if request[0] == "bandwidth":  # for the roofline: device-to-device copy, bytes/s
             from .device import measure_copy_bandwidth
             self.phase("measure the copy bandwidth")
