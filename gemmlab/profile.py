@@ -45,7 +45,7 @@ def find_ncu() -> str:
 def command(ncu: str, run_args: list[str]) -> list[str]:
     """ncu on the first launch of `gemm` in `gemmlab run RUN_ARGS`, CSV on stdout."""
     return [ncu, "--csv", "--kernel-name", "regex:^gemm$", "--launch-count", "1",
-            "--metrics", ",".join(METRICS), "--metrics", STALLS,
+            "--metrics", ",".join([*METRICS, STALLS]),  # ncu takes --metrics once
             sys.executable, "-m", "gemmlab", "run", *run_args, "--no-cublas", "--reps", "1"]
 
 
