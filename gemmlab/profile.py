@@ -69,9 +69,10 @@ def parse(output: str) -> dict:
 def summary(metrics: dict, top: int = 5) -> tuple[list[tuple[str, str, str]], list[tuple[str, float]]]:
     """([(what, value, unit)] in METRICS order, [(stall reason, cycles per issued instruction)] top first)."""
     rows = [(label, metrics[m][0], metrics[m][1]) for m, label in METRICS.items() if m in metrics]
-    stalls = sorted(((name[len(STALL_PREFIX):].removesuffix("_per_issue_active.ratio"), v[0])
-                     for name, v in metrics.items() if name.startswith(STALL_PREFIX) and isinstance(v[0], float)),
-                    key=lambda kv: -kv[1])
+    stalls = sorted(((reason, v[0]) for name, v in metrics.items()
+                     if name.startswith(STALL_PREFIX) and isinstance(v[0], float)
+                     and (reason := name[len(STALL_PREFIX):].removesuffix("_per_issue_active.ratio")) != "selected"),
+                    key=lambda kv: -kv[1])  # "selected" is the cycle a warp issues: not a stall
     return rows, stalls[:top]
 
 

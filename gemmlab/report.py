@@ -253,8 +253,23 @@ def occupancy_table(doc: dict) -> Table:
     return t
 
 
+def occupancy_markdown(doc: dict) -> str:
+    """The README's table from a saved `occupancy --json` document."""
+    lines = ["| warps / SM | occupancy | GB/s | % of best |", "|---:|---:|---:|---:|"]
+    for r in doc["rows"]:
+        lines.append(f"| {r['warps_per_sm']} | {r['occupancy_pct']:.1f}% | {r['gbs']:,.0f} | {r['pct_of_best']:.1f} |")
+    law = doc.get("littles_law") or {}
+    if law:
+        lines.append(f"\nLittle's law: 512 bytes in flight per warp at 1 warp per SM gives a latency of "
+                     f"{law['latency_ns']:.0f} ns, so the best rate needs {law['bytes_in_flight'] / 2**20:.2f} MiB in "
+                     f"flight: about {law['warps_per_sm_needed']} warps per SM.")
+    return "\n".join(lines)
+
+
 def profile_table(found: dict) -> Table:
-    t = Table(title=f"{found['command']}", title_justify="left")
+    shape = "x".join(str(found["shape"][k]) for k in "MNK")
+    t = Table(title=f"ncu: {found['variant']} {params_text(found['params'])} at {shape}, first launch",
+              title_justify="left")
     for c in ("metric", "value", "unit"):
         t.add_column(c, justify="right" if c == "value" else "left")
     for m in found["metrics"]:

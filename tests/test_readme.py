@@ -61,3 +61,9 @@ def test_readme_suite_table_is_the_committed_result():
     assert len({r["shape"] for r in doc["rows"]}) == 12 and doc["bandwidth_tbs"] > 1
     readme = (ROOT / "README.md").read_text()
     assert report.suite_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme
+
+
+def test_readme_occupancy_table_is_the_committed_result():
+    doc = json.loads((ROOT / "benchmarks" / "h100-occupancy.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    assert report.occupancy_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme

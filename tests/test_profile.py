@@ -1,0 +1,65 @@
+"""profile's ncu command and parsing (from output recorded on the H100), and occupancy's arithmetic:
+no GPU, no ncu needed."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gemmlab import occupancy, profile
+from gemmlab.errors import GemmlabError
+from gemmlab.plots import occupancy_plot
+from test_cli import invoke
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_ncu_csv_is_parsed_for_the_gemm_launch():
+    metrics = profile.parse((DATA / "ncu.txt").read_text())
+    assert metrics["dram__bytes_read.sum"] == (2102272.0, "byte")  # "2,102,272" in the CSV
+    assert metrics["smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"][0] == pytest.approx(0.96)
+    rows, stalls = profile.summary(metrics)
+    assert ("DRAM bytes read", 2102272.0, "byte") in rows
+    assert stalls and all(r != "selected" for r, _ in stalls)
+    assert [c for _, c in stalls] == sorted((c for _, c in stalls), reverse=True)
+
+
+def test_no_gemm_in_the_output_is_nothing():
+    assert profile.parse("==PROF== Disconnected\n") == {}
+
+
+def test_ncu_command_profiles_one_gemm_launch():
+    argv = profile.command("/x/ncu", ["--variant", "tiled"])
+    assert argv[:2] == ["/x/ncu", "--csv"] and argv.count("--metrics") == 1
+    assert argv[argv.index("--kernel-name") + 1] == "regex:^gemm$" and argv[argv.index("--launch-count") + 1] == "1"
+    assert argv[-6:] == ["run", "--variant", "tiled", "--no-cublas", "--reps", "1"]
+
+
+def test_profile_without_ncu_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(profile, "find_ncu", lambda: (_ for _ in ()).throw(GemmlabError("ncu (Nsight Compute) was not found")))
+    r = invoke("profile", "--variant", "tiled")
+    assert r.exit_code == 1 and "ncu (Nsight Compute) was not found" in r.output
+    assert invoke("profile", "--variant", "tiled", "--tile", "64").exit_code == 1  # bad input fails before ncu
+
+
+def test_occupancy_plan_and_reserved_shared_memory():
+    assert occupancy.plan(1, 64) == (32, 1) and occupancy.plan(32, 64) == (32, 32) and occupancy.plan(64, 64) == (64, 32)
+    assert occupancy.plan(64, 48) is None
+    smem_per_sm = 228 * 1024
+    for blocks in (2, 4, 8, 16, 32):
+        s = occupancy.smem_for(blocks, smem_per_sm)
+        assert blocks * (s + 1024) <= smem_per_sm < (blocks + 1) * (s + 1024)  # exactly `blocks` fit
+
+
+def test_littles_law():
+    rows = [{"warps_per_sm": 1, "bandwidth": 312e9}, {"warps_per_sm": 64, "bandwidth": 2.8e12}]
+    law = occupancy.littles_law(rows, sms=132, peak_bw=2.8e12)
+    assert law["latency_ns"] == pytest.approx(512 * 132 / 312e9 * 1e9)
+    assert law["warps_per_sm_needed"] == 9  # 2.8 TB/s x 217 ns = 607 KB = 8.98 warps of 512 B on 132 SMs
+
+
+def test_occupancy_plot_from_the_h100_result(tmp_path):
+    doc = json.loads((Path(__file__).parent.parent / "benchmarks" / "h100-occupancy.json").read_text())
+    out = tmp_path / "occ.png"
+    occupancy_plot(doc, out)
+    assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 10_000
