@@ -510,6 +510,58 @@ def suite(ctx, variants, only, reps, seed, timeout, out_path, plot_path, as_json
 
 
 @cli.command()
+@click.option("--variants", default="auto", show_default=True, help="Comma-separated variants (auto: chosen per size).")
+@click.option("--sizes", default="256,512,1024,2048,4096", show_default=True, help="Square sizes N (M = N = K).")
+@click.option("--backend", "backends", multiple=True, type=click.Choice(["numpy"]),
+              help="Also time this CPU baseline (numpy: numpy.matmul in FP32).")
+@click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Seconds a job may go without progress before it is marked TIMEOUT.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw GFLOP/s against N (PNG, log-log).")
+@output_options
+@kernels_dir_option
+@click.pass_context
+def scaling(ctx, variants, sizes, backends, reps, timeout, plot_path, as_json, as_csv, kernels_dirs):
+    """GFLOP/s against size for variants, cuBLAS and (--backend numpy) the CPU."""
+    from .cpu import numpy_row
+    from .jobs import Options
+    fmt = output_format(as_json, as_csv)
+    try:
+        ns = sorted({int(x) for x in sizes.split(",") if x.strip()})
+    except ValueError:
+        raise GemmlabError(f"--sizes takes integers separated by commas, not '{sizes}'") from None
+    if not ns or ns[0] < 1:
+        raise GemmlabError("--sizes needs at least one positive size")
+    if plot_path and Path(plot_path).exists():
+        raise GemmlabError(f"{plot_path} already exists; gemmlab does not overwrite it", hint="choose a new file name")
+    names = [x.strip() for x in variants.split(",") if x.strip()]
+    named = [catalog(kernels_dirs).get(n) for n in names if n != "auto"]
+    opts = Options(reps=reps, timeout=timeout)
+    doc, rows = None, []
+    for n in ns:
+        shape = make_shape(n, None, None, None)
+        auto = _auto_jobs(kernels_dirs, shape) if "auto" in names else (lambda dev: [])
+        d, got, _ = _run_rows("scaling", lambda dev, auto=auto: auto(dev) + [(v, v.resolve()) for v in named],
+                              shape, opts, keep_going=True)
+        doc = doc or d
+        rows += [dict(r, size=n) for r in got]
+        if "numpy" in backends:
+            rows.append(dict(numpy_row(n, n, n), size=n))
+        if d.get("interrupted"):
+            doc["interrupted"] = True
+            break
+    doc.pop("shape", None)
+    doc.update(command="scaling", rows=rows)
+    _print_rows(doc, rows, fmt, lambda: report.scaling_table(doc))
+    if plot_path:
+        from .plots import scaling_plot
+        scaling_plot(doc, Path(plot_path))
+        _note(f"plot written to {plot_path}")
+    bad = report.failures(rows)
+    ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
+
+
+@cli.command()
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw bandwidth against warps per SM (PNG).")
 @output_options
 def occupancy(plot_path, as_json, as_csv):

@@ -3,6 +3,7 @@ drawn and tested on a CPU from recorded results.
 
 - sweep_plot: GFLOP/s per configuration of a `gemmlab sweep` (a line over one swept parameter,
   bars for a grid of several), cuBLAS as a dashed line.
+- scaling_plot: GFLOP/s against the size for variants, cuBLAS and the CPU numpy baseline.
 - occupancy_plot: copy bandwidth against warps per SM, with Little's law's estimate.
 - roofline_plot: the device's ceilings (FP32 peak, copy bandwidth x intensity) with every result of
   a `gemmlab suite` as a point at its shape's arithmetic intensity.
@@ -113,6 +114,26 @@ def occupancy_plot(doc: dict, path: Path) -> None:
     ax.set_xlabel("warps per SM")
     ax.set_ylabel("TB/s (read + write)")
     ax.set_title(f"bandwidth against occupancy on {doc['device']['name']} ({doc.get('date', '')[:10]})", fontsize=9)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def scaling_plot(doc: dict, path: Path) -> None:
+    """GFLOP/s against N (log-log), one line per variant, cuBLAS and the CPU baseline among them."""
+    plt = _pyplot()
+    rows = [r for r in doc["rows"] if r["status"] == "PASS" and r.get("gflops")]
+    if not rows:
+        raise GemmlabError("nothing passed its check: there is nothing to plot")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in dict.fromkeys(r["variant"] for r in rows):
+        pts = sorted((r["size"], r["gflops"]) for r in rows if r["variant"] == name)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if name != "cuBLAS" else "x--", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("N (M = N = K)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(f"size scaling on {doc.get('device', {}).get('name', '?')} ({doc.get('date', '')[:10]})", fontsize=9)
     ax.legend(fontsize=8)
     _save(fig, path)
     plt.close(fig)

@@ -253,6 +253,31 @@ def occupancy_table(doc: dict) -> Table:
     return t
 
 
+def scaling_table(doc: dict) -> Table:
+    dev = doc.get("device", {})
+    t = Table(title=f"size scaling on {dev.get('name', '?')} · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
+              title_justify="left")
+    for c in ("N", "variant", "params", "ms", "GFLOP/s", "check"):
+        t.add_column(c, justify="left" if c in ("variant", "params") else "right", no_wrap=c != "params")
+    rows = doc["rows"]
+    for i, r in enumerate(rows):
+        last_of_size = i + 1 == len(rows) or rows[i + 1]["size"] != r["size"]
+        t.add_row(str(r["size"]), escape(r["variant"]), escape(params_text(r["params"])), _f(r["ms"], ".3f"),
+                  _f(r["gflops"], ",.0f"), status_text(r), end_section=last_of_size)
+    return t
+
+
+def scaling_markdown(doc: dict) -> str:
+    """GFLOP/s, one row per size, one column per variant (the README's table)."""
+    names = list(dict.fromkeys(r["variant"] for r in doc["rows"]))
+    sizes = sorted({r["size"] for r in doc["rows"]})
+    cell = {(r["size"], r["variant"]): (_f(r["gflops"], ",.0f") if r["status"] == "PASS" else r["status"]) for r in doc["rows"]}
+    lines = ["| N | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+    for n in sizes:
+        lines.append(f"| {n} | " + " | ".join(cell.get((n, v), "-") for v in names) + " |")
+    return "\n".join(lines)
+
+
 def occupancy_markdown(doc: dict) -> str:
     """The README's table from a saved `occupancy --json` document."""
     lines = ["| warps / SM | occupancy | GB/s | % of best |", "|---:|---:|---:|---:|"]

@@ -63,3 +63,34 @@ def test_occupancy_plot_from_the_h100_result(tmp_path):
     out = tmp_path / "occ.png"
     occupancy_plot(doc, out)
     assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 10_000
+
+
+def test_numpy_baseline_is_checked_and_timed():
+    from gemmlab.cpu import numpy_row
+    r = numpy_row(64, 48, 40, min_reps=3, min_time_s=0.01)
+    assert r["status"] == "PASS" and 0 <= r["rel_err"] < 1e-5 and r["ms"] > 0 and r["reps"] >= 3
+    assert r["gflops"] == pytest.approx(2 * 64 * 48 * 40 / (r["ms"] * 1e-3) / 1e9)
+
+
+def _scaling_doc():
+    rows = [{"variant": v, "params": {}, "status": "PASS", "gflops": g * n / 256, "ms": 1.0, "size": n}
+            for n in (256, 512, 1024) for v, g in (("pipelined", 5000), ("cuBLAS", 6000), ("numpy (CPU)", 100))]
+    rows.append({"variant": "tiled", "params": {}, "status": "FAIL", "gflops": None, "ms": None, "size": 256})
+    return {"device": {"name": "H100"}, "date": "2026-11-23", "commit": "x", "rows": rows}
+
+
+def test_scaling_plot_and_table(tmp_path):
+    from gemmlab import report
+    from gemmlab.plots import scaling_plot
+    out = tmp_path / "s.png"
+    scaling_plot(_scaling_doc(), out)
+    assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 10_000
+    md = report.scaling_markdown(_scaling_doc())
+    assert md.splitlines()[0] == "| N | pipelined | cuBLAS | numpy (CPU) | tiled |"
+    assert "| 256 | 5,000 | 6,000 | 100 | FAIL |" in md and "| 1024 | 20,000 | 24,000 | 400 | - |" in md
+    assert report.scaling_table(_scaling_doc()).row_count == 10
+
+
+def test_scaling_bad_sizes():
+    assert invoke("scaling", "--sizes", "a,b").exit_code == 1
+    assert "positive" in invoke("scaling", "--sizes", "0").output
