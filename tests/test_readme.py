@@ -67,3 +67,9 @@ def test_readme_occupancy_table_is_the_committed_result():
     doc = json.loads((ROOT / "benchmarks" / "h100-occupancy.json").read_text())
     readme = (ROOT / "README.md").read_text()
     assert report.occupancy_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme
+
+
+def test_readme_scaling_table_is_the_committed_result():
+    doc = json.loads((ROOT / "benchmarks" / "h100-scaling.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    assert report.scaling_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme
