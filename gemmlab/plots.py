@@ -35,6 +35,22 @@ def _save(fig, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _passing(doc: dict, key: str) -> list[dict]:
+    rows = [r for r in doc["rows"] if r["status"] == "PASS" and r.get(key)]
+    if not rows:
+        raise GemmlabError("nothing passed its check: there is nothing to plot")
+    return rows
+
+
+def _finish(fig, ax, path: Path, title: str, xlabel: str, ylabel: str, legend_size: int = 8) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=legend_size)
+    _save(fig, path)
+    _pyplot().close(fig)
+
+
 def _title(doc: dict, what: str) -> str:
     shape = doc.get("shape", {})
     dev = doc.get("device", {}).get("name", "?")
@@ -43,7 +59,7 @@ def _title(doc: dict, what: str) -> str:
 
 def sweep_plot(doc: dict, path: Path) -> None:
     plt = _pyplot()
-    rows = [r for r in doc["rows"] if r["variant"] != "cuBLAS" and r["status"] == "PASS"]
+    rows = [r for r in _passing(doc, "gflops") if r["variant"] != "cuBLAS"]
     if not rows:
         raise GemmlabError("nothing passed its check: there is nothing to plot")
     cublas = next((r for r in doc["rows"] if r["variant"] == "cuBLAS" and r["gflops"]), None)
@@ -55,7 +71,6 @@ def sweep_plot(doc: dict, path: Path) -> None:
         xs = [p[0] for p in pts]
         numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
         ax.plot(xs if numeric else [str(x) for x in xs], [p[1] for p in pts], "o-", label=rows[0]["variant"])
-        ax.set_xlabel(name)
         if numeric and len(set(xs)) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 8:
             ax.set_xscale("log", base=2)
     else:
@@ -65,20 +80,15 @@ def sweep_plot(doc: dict, path: Path) -> None:
         ax.tick_params(axis="y", labelsize=7)
     if cublas:
         (ax.axhline if len(swept) == 1 else ax.axvline)(cublas["gflops"], ls="--", c="gray", label="cuBLAS")
-    ax.set_ylabel("GFLOP/s") if len(swept) == 1 else ax.set_xlabel("GFLOP/s")
-    ax.set_title(_title(doc, f"sweep of {rows[0]['variant']}"), fontsize=9)
-    ax.legend()
-    _save(fig, path)
-    plt.close(fig)
+    axis = (swept[0], "GFLOP/s") if len(swept) == 1 else ("GFLOP/s", "")
+    _finish(fig, ax, path, _title(doc, f"sweep of {rows[0]['variant']}"), *axis)
 
 
 def roofline_plot(doc: dict, path: Path) -> None:
     plt = _pyplot()
     dev = doc["device"]
     peak, bw = dev["peak_fp32_tflops"] * 1e12, doc["bandwidth_tbs"] * 1e12
-    rows = [r for r in doc["rows"] if r["status"] == "PASS" and r["tflops"]]
-    if not rows:
-        raise GemmlabError("nothing passed its check: there is nothing to plot")
+    rows = _passing(doc, "tflops")
     ais = [r["ai"] for r in rows]
     lo, hi = min(ais + [peak / bw]) / 2, max(ais + [peak / bw]) * 2
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -94,12 +104,8 @@ def roofline_plot(doc: dict, path: Path) -> None:
             ax.annotate(r["shape"], (r["ai"], r["tflops"]), fontsize=6, xytext=(3, -8), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / byte of A, B and C)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"roofline on {dev.get('name', '?')} ({doc.get('date', '')[:10]})", fontsize=9)
-    ax.legend(fontsize=7)
-    _save(fig, path)
-    plt.close(fig)
+    _finish(fig, ax, path, f"roofline on {dev.get('name', '?')} ({doc.get('date', '')[:10]})",
+            "arithmetic intensity (FLOP / byte of A, B and C)", "TFLOP/s", legend_size=7)
 
 
 def occupancy_plot(doc: dict, path: Path) -> None:
@@ -111,29 +117,19 @@ def occupancy_plot(doc: dict, path: Path) -> None:
     if law.get("warps_per_sm_needed"):
         ax.axvline(law["warps_per_sm_needed"], ls="--", c="gray",
                    label=f"Little's law: {law['warps_per_sm_needed']} warps ({law['latency_ns']:.0f} ns latency)")
-    ax.set_xlabel("warps per SM")
-    ax.set_ylabel("TB/s (read + write)")
-    ax.set_title(f"bandwidth against occupancy on {doc['device']['name']} ({doc.get('date', '')[:10]})", fontsize=9)
-    ax.legend(fontsize=8)
-    _save(fig, path)
-    plt.close(fig)
+    _finish(fig, ax, path, f"bandwidth against occupancy on {doc['device']['name']} ({doc.get('date', '')[:10]})",
+            "warps per SM", "TB/s (read + write)")
 
 
 def scaling_plot(doc: dict, path: Path) -> None:
     """GFLOP/s against N (log-log), one line per variant, cuBLAS and the CPU baseline among them."""
     plt = _pyplot()
-    rows = [r for r in doc["rows"] if r["status"] == "PASS" and r.get("gflops")]
-    if not rows:
-        raise GemmlabError("nothing passed its check: there is nothing to plot")
+    rows = _passing(doc, "gflops")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in dict.fromkeys(r["variant"] for r in rows):
         pts = sorted((r["size"], r["gflops"]) for r in rows if r["variant"] == name)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if name != "cuBLAS" else "x--", label=name)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("N (M = N = K)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title(f"size scaling on {doc.get('device', {}).get('name', '?')} ({doc.get('date', '')[:10]})", fontsize=9)
-    ax.legend(fontsize=8)
-    _save(fig, path)
-    plt.close(fig)
+    _finish(fig, ax, path, f"size scaling on {doc.get('device', {}).get('name', '?')} ({doc.get('date', '')[:10]})",
+            "N (M = N = K)", "GFLOP/s")

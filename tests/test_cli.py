@@ -18,7 +18,8 @@ def invoke(*args, env=None):
 
 
 @pytest.mark.parametrize("cmd", [[], ["list"], ["run"], ["compare"], ["show"], ["build"], ["device"],
-                                 ["new"], ["report"]])
+                                 ["new"], ["report"], ["explain"], ["history"], ["sweep"], ["suite"],
+                                 ["scaling"], ["occupancy"], ["profile"]])
 def test_help(cmd):
     r = invoke(*cmd, "--help")
     assert r.exit_code == 0 and "Usage:" in r.output
