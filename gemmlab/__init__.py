@@ -8,14 +8,14 @@ device modules need a GPU.
 __version__ = "0.1.0"
 
 __all__ = ["GemmlabError", "Catalog", "Variant", "discover", "Rendered", "render", "Compiled",
-           "compile_rendered", "build", "catalog", "Problem", "Shape", "Result", "bench", "get_device",
+           "compile_rendered", "build", "catalog", "choose", "Problem", "Shape", "Result", "bench", "get_device",
            "DeviceInfo"]
 
 from .errors import GemmlabError  # noqa: E402
 from .templates import Catalog, Variant, discover  # noqa: E402
 from .render import Rendered, render  # noqa: E402
 from .compile import Compiled, compile_rendered  # noqa: E402
-from .api import build, catalog  # noqa: E402
+from .api import build, catalog, choose  # noqa: E402
 
 
 def __getattr__(name):  # the GPU side is imported on first use: `import gemmlab` stays fast and GPU-free

@@ -3,6 +3,7 @@
     cat = gemmlab.catalog()                                # find templates
     v = cat.get("tiled"); params = v.resolve({"TILE": 16})  # validate parameters
     compiled = gemmlab.build(v, params)                    # render + NVRTC (cached), no GPU needed
+    v, params, why = gemmlab.choose(1024, 1024, 1024)      # or let `auto` pick for a shape
     problem = gemmlab.Problem(gemmlab.Shape(1024, 1024, 1024))
     result = problem.run(v, params, compiled)               # check against cupy.matmul, then time
 """
@@ -38,3 +39,16 @@ def build(variant: Variant, params: dict | None = None, arch: str | None = None,
     the GPU's)."""
     arch, _ = default_arch(arch)
     return compile_rendered(render(variant, params), arch, use_cache=use_cache)
+
+
+def choose(M: int, N: int, K: int, device: str | None = None, sms: int | None = None,
+           kernels_dirs: tuple[str | Path, ...] = ()) -> tuple[Variant, dict, str]:
+    """`--variant auto` for the API: (variant, params, why) for this shape on `device` (a GPU name as
+    `gemmlab device` shows it; default: this machine's GPU), from the tuning cache or the rule."""
+    from .runner import Shape
+    from .tuning import choose as pick
+    if device is None or sms is None:
+        from .device import get_device
+        dev = get_device()
+        device, sms = device or dev.name, sms or dev.sms
+    return pick(catalog(kernels_dirs), device, Shape(M, N, K), sms)

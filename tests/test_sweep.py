@@ -189,3 +189,24 @@ def test_roofline_plot_is_a_png(tmp_path):
     out = tmp_path / "roof.png"
     roofline_plot(_suite_doc(), out)
     assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 10_000
+
+
+def test_the_api_chooses_like_auto():
+    v, params, why = gemmlab.choose(64, 3072, 3072, device="NVIDIA H100 80GB HBM3", sms=132)
+    assert v.name == "pipelined" and params["SPLIT_K"] == 16 and why.startswith("tuning cache")
+    v, params, why = gemmlab.choose(4096, 4096, 4096, device="some other GPU", sms=132)
+    assert v.name == "pipelined" and params == v.defaults() and why.startswith("rule")
+
+
+def _recorded(name):
+    from conftest import ROOT
+    return json.loads((ROOT / "benchmarks" / name).read_text())
+
+
+@pytest.mark.parametrize("name,plot", [("h100-suite.json", "roofline_plot"), ("h100-scaling.json", "scaling_plot"),
+                                       ("h100-sweep-split/pipelined-64x3072x3072.json", "sweep_plot")])
+def test_plots_from_recorded_h100_results(tmp_path, name, plot):
+    import gemmlab.plots as plots
+    out = tmp_path / "p.png"
+    getattr(plots, plot)(_recorded(name), out)
+    assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 20_000
