@@ -4,7 +4,7 @@ else a rule from the shape.
 `gemmlab sweep --save-best` writes the winner of a sweep here (JSON in the user's data directory,
 `tuning.json`, keyed by GPU name, then shape); gemmlab also ships the winners of its own H100 sweeps
 (kernels/tuning.json). `auto` takes the entry of the same shape, else of the nearest shape measured
-(distance in log2 of M, N and K, at most 1 in each), else the rule. Nothing here needs a GPU.
+(distance in log2 of M, N and K, at most 0.5 in each), else the rule. Nothing here needs a GPU.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from .errors import GemmlabError
 from .report import write_atomic
 from .templates import builtin_dir
 
-NEAR = 1.0  # a cached shape within a factor of 2 in each of M, N and K counts as near
+# A cached shape within a factor of 1.41 in each of M, N and K counts as near. A factor of 2 let 512^3
+# take 256x256x1024's splitk winner: 7.8 TFLOP/s where the rule's choice gives 12.7
+# (benchmarks/h100-near-shape.txt).
+NEAR = 0.5
 
 
 def path() -> Path:
