@@ -144,6 +144,25 @@ def make_shape(size, m, n, k):
     return Shape(m or size, n or size, k or size)
 
 
+def _new_file(path, option: str) -> Path | None:
+    """A file gemmlab will write: it must not exist yet (nothing the user has is overwritten)."""
+    if not path:
+        return None
+    path = Path(path)
+    if path.exists():
+        raise GemmlabError(f"{path} already exists; gemmlab does not overwrite it",
+                           hint=f"choose a new file name for {option}")
+    if not path.parent.is_dir():
+        raise GemmlabError(f"{option} {path}: no such directory {path.parent}")
+    return path
+
+
+def _spinner(*columns) -> Progress:
+    """A transient progress line on stderr: what runs now, and for how long."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), *columns, TimeElapsedColumn(),
+                    console=err(), transient=True)
+
+
 SANITIZE_SHAPE = (257, 131, 97)  # odd, and more than one tile in every direction: the edges get exercised
 
 
@@ -159,12 +178,7 @@ def _common(ctx, c: dict, sanitizing: bool = False):
     else:
         m, n, k = c["m"] or c["size"], c["n"] or c["size"], c["k"] or c["size"]
     shape = make_shape(None, m, n, k)
-    out_path = Path(c["out_path"]) if c["out_path"] else None
-    if out_path and out_path.exists():
-        raise GemmlabError(f"{out_path} already exists; gemmlab does not overwrite results",
-                           hint="choose a new file name for --out")
-    if out_path and not out_path.parent.is_dir():
-        raise GemmlabError(f"--out {out_path}: no such directory {out_path.parent}")
+    out_path = _new_file(c["out_path"], "--out")
     opts = Options(reps=c["reps"], seed=c["seed"], fp64_check=c["check_ref"] == "fp64", timeout=c["timeout"])
     return shape, opts, fmt, out_path
 
@@ -249,8 +263,7 @@ def _run_rows(command, jobs, shape, opts, out_path=None, with_cublas=True, keep_
     number of jobs, for a progress bar."""
     from .jobs import run_jobs
     recorder = _Recorder(out_path)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err(), transient=True) as progress:
+    with _spinner(BarColumn(), MofNCompleteColumn()) as progress:
         task = progress.add_task("", total=total)
 
         def on_row(doc, row):
@@ -292,8 +305,7 @@ def _print_rows(doc, rows, fmt, table):
 
 def _sanitize(v, params, shape, opts, tool, fmt):
     from .sanitize import sanitize
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err(), transient=True) as progress:
+    with _spinner() as progress:
         progress.add_task(f"compute-sanitizer --tool {tool}: {v.name} {report.params_text(params)} at {shape}")
         found = sanitize(v, params, shape, tool, opts)
     rows = found["findings"]
@@ -397,8 +409,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
         err().print(f"[yellow]skipped {n}:[/] {escape(why)}  [dim](e.g. {escape(example)})[/]", soft_wrap=True)
     if not valid:
         raise GemmlabError(f"no point of the grid satisfies {v.name}'s constraints ({len(skipped)} skipped)")
-    if plot_path and Path(plot_path).exists():
-        raise GemmlabError(f"{plot_path} already exists; gemmlab does not overwrite it", hint="choose a new file name for --plot")
+    plot_path = _new_file(plot_path, "--plot")
     known = []  # (history row) for configurations measured before on this GPU and shape
 
     def jobs(dev):
@@ -428,18 +439,54 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
         from .tuning import save_best as save
         where = save(doc["device"]["name"], shape, best)
         _note(f"best {best['variant']} {report.params_text(best['params'])} saved for {shape} in {where}")
-    if plot_path:
-        from .plots import sweep_plot
-        sweep_plot(doc, Path(plot_path))
-        _note(f"plot written to {plot_path}")
+    _plot("sweep_plot", doc, plot_path)
     ctx.exit(status)
 
 
-def _measure_bandwidth(opts) -> float:
+def _on_gpu(request: tuple, what: str):
+    """(device, answer) for one request to a worker that needs no GEMM inputs (bandwidth, occupancy)."""
     from .runner import Shape
     from .worker import SETUP_TIMEOUT_S, Isolated
-    with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), max(opts.timeout, SETUP_TIMEOUT_S)) as w:
-        return w.call(("bandwidth",))
+    with _spinner() as progress:
+        task = progress.add_task(what)
+        with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), SETUP_TIMEOUT_S,
+                      lambda text: progress.update(task, description=escape(text))) as w:
+            return w.start()["device"], w.call(request)
+
+
+def _variants(csv_names: str, kernels_dirs) -> tuple[bool, list]:
+    """(whether auto is asked for, the named variants): unknown names fail here, before any GPU work."""
+    names = [x.strip() for x in csv_names.split(",") if x.strip()]
+    cat = catalog(kernels_dirs)
+    return "auto" in names, [cat.get(n) for n in names if n != "auto"]
+
+
+def _over_shapes(command, shapes, auto, named, kernels_dirs, opts, add, out_path=None) -> dict:
+    """Run the variants (at their defaults, auto chosen per shape) and cuBLAS on each shape in turn,
+    one worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep; with
+    out_path the results so far are saved after each shape. Ctrl-C stops after the shape in flight."""
+    doc, rows = None, []
+    for shape in shapes:
+        choose = _auto_jobs(kernels_dirs, shape) if auto else (lambda dev: [])
+        d, got, _ = _run_rows(command, lambda dev, choose=choose: choose(dev) + [(v, v.resolve()) for v in named],
+                              shape, opts, keep_going=True)
+        doc = doc or d
+        rows += add(shape, d, got)
+        if d.get("interrupted"):
+            doc["interrupted"] = True
+            break
+        if out_path:
+            report.write_atomic(out_path, report.dump(dict(doc, rows=rows)))
+    doc.pop("shape", None)
+    doc.update(command=command, rows=rows)
+    return doc
+
+
+def _plot(name: str, doc: dict, path: Path | None) -> None:
+    if path:
+        from . import plots
+        getattr(plots, name)(doc, path)
+        _note(f"plot written to {path}")
 
 
 @cli.command()
@@ -461,47 +508,31 @@ def suite(ctx, variants, only, reps, seed, timeout, out_path, plot_path, as_json
     from .jobs import Options
     from .runner import Shape
     fmt = output_format(as_json, as_csv)
-    for p in (out_path, plot_path):
-        if p and Path(p).exists():
-            raise GemmlabError(f"{p} already exists; gemmlab does not overwrite it", hint="choose a new file name")
+    out_path, plot_path = _new_file(out_path, "--out"), _new_file(plot_path, "--plot")
     shapes = [(Shape(*s), t) for s, t in lab.SHAPES]
     if only:
         wanted = {x.strip() for x in only.split(",") if x.strip()}
         shapes = [(s, t) for s, t in shapes if str(s) in wanted]
         if len(shapes) != len(wanted):
-            raise GemmlabError(f"--only names shapes that are not in the suite; it has: "
+            raise GemmlabError("--only names shapes that are not in the suite; it has: "
                                + ", ".join(str(Shape(*s)) for s, _ in lab.SHAPES))
-    names = [x.strip() for x in variants.split(",") if x.strip()]
-    cat = catalog(kernels_dirs)
-    named = [cat.get(n) for n in names if n != "auto"]  # unknown names fail here, before any GPU work
+    auto, named = _variants(variants, kernels_dirs)
     opts = Options(reps=reps, seed=seed, timeout=timeout)
-    bandwidth = _measure_bandwidth(opts)
-    doc, rows = None, []
-    for shape, target in shapes:
-        auto = _auto_jobs(kernels_dirs, shape) if "auto" in names else (lambda dev: [])
+    _, bandwidth = _on_gpu(("bandwidth",), "measure the copy bandwidth")
+    targets = {str(s): t for s, t in shapes}
 
-        def jobs(dev, auto=auto):
-            return auto(dev) + [(v, v.resolve()) for v in named]
-
-        d, shape_rows, _ = _run_rows("suite", jobs, shape, opts, keep_going=True)
-        doc = doc or d
+    def add(shape, d, got):
         peak = d["device"]["peak_fp32_tflops"] * 1e12
-        cublas = next((r["tflops"] for r in shape_rows if r["variant"] == "cuBLAS"), None)
-        rows += [lab.annotate(r, shape, target, peak, bandwidth, cublas) for r in shape_rows]
-        if d.get("interrupted"):
-            doc["interrupted"] = True
-            break
-        if out_path:
-            report.write_atomic(Path(out_path), report.dump(dict(doc, rows=rows)))
-    doc.pop("shape", None)
-    doc.update(command="suite", bandwidth_tbs=bandwidth / 1e12, rows=rows)
+        cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
+        return [lab.annotate(r, shape, targets[str(shape)], peak, bandwidth, cublas) for r in got]
+
+    doc = _over_shapes("suite", [s for s, _ in shapes], auto, named, kernels_dirs, opts, add, out_path)
+    rows = doc["rows"]
+    doc["bandwidth_tbs"] = bandwidth / 1e12
     if out_path:
-        report.write_atomic(Path(out_path), report.dump(doc))
+        report.write_atomic(out_path, report.dump(doc))
     _print_rows(doc, rows, fmt, lambda: report.suite_table(doc))
-    if plot_path:
-        from .plots import roofline_plot
-        roofline_plot(doc, Path(plot_path))
-        _note(f"plot written to {plot_path}")
+    _plot("roofline_plot", doc, plot_path)
     bad = report.failures(rows)
     for r in bad:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(report.failure_text(r))}",
@@ -532,31 +563,18 @@ def scaling(ctx, variants, sizes, backends, reps, timeout, plot_path, as_json, a
         raise GemmlabError(f"--sizes takes integers separated by commas, not '{sizes}'") from None
     if not ns or ns[0] < 1:
         raise GemmlabError("--sizes needs at least one positive size")
-    if plot_path and Path(plot_path).exists():
-        raise GemmlabError(f"{plot_path} already exists; gemmlab does not overwrite it", hint="choose a new file name")
-    names = [x.strip() for x in variants.split(",") if x.strip()]
-    named = [catalog(kernels_dirs).get(n) for n in names if n != "auto"]
+    plot_path = _new_file(plot_path, "--plot")
+    auto, named = _variants(variants, kernels_dirs)
     opts = Options(reps=reps, timeout=timeout)
-    doc, rows = None, []
-    for n in ns:
-        shape = make_shape(n, None, None, None)
-        auto = _auto_jobs(kernels_dirs, shape) if "auto" in names else (lambda dev: [])
-        d, got, _ = _run_rows("scaling", lambda dev, auto=auto: auto(dev) + [(v, v.resolve()) for v in named],
-                              shape, opts, keep_going=True)
-        doc = doc or d
-        rows += [dict(r, size=n) for r in got]
-        if "numpy" in backends:
-            rows.append(dict(numpy_row(n, n, n), size=n))
-        if d.get("interrupted"):
-            doc["interrupted"] = True
-            break
-    doc.pop("shape", None)
-    doc.update(command="scaling", rows=rows)
+
+    def add(shape, d, got):
+        cpu = [numpy_row(shape.M, shape.N, shape.K)] if "numpy" in backends else []
+        return [dict(r, size=shape.M) for r in got + cpu]
+
+    doc = _over_shapes("scaling", [make_shape(n, None, None, None) for n in ns], auto, named, kernels_dirs, opts, add)
+    rows = doc["rows"]
     _print_rows(doc, rows, fmt, lambda: report.scaling_table(doc))
-    if plot_path:
-        from .plots import scaling_plot
-        scaling_plot(doc, Path(plot_path))
-        _note(f"plot written to {plot_path}")
+    _plot("scaling_plot", doc, plot_path)
     bad = report.failures(rows)
     ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
 
@@ -567,17 +585,9 @@ def scaling(ctx, variants, sizes, backends, reps, timeout, plot_path, as_json, a
 def occupancy(plot_path, as_json, as_csv):
     """Copy bandwidth against warps per SM (forced with reserved shared memory), and Little's law."""
     from . import occupancy as occ
-    from .runner import Shape
-    from .worker import SETUP_TIMEOUT_S, Isolated
     fmt = output_format(as_json, as_csv)
-    if plot_path and Path(plot_path).exists():
-        raise GemmlabError(f"{plot_path} already exists; gemmlab does not overwrite it", hint="choose a new file name")
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=err(), transient=True) as progress:
-        task = progress.add_task("")
-        with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), SETUP_TIMEOUT_S,
-                      lambda text: progress.update(task, description=escape(text))) as w:
-            dev = w.start()["device"]
-            rows = w.call(("occupancy",))
+    plot_path = _new_file(plot_path, "--plot")
+    dev, rows = _on_gpu(("occupancy",), "copy bandwidth against warps per SM")
     peak = max(r["bandwidth"] for r in rows)
     for r in rows:
         r.update(gbs=r["bandwidth"] / 1e9, pct_of_best=100 * r["bandwidth"] / peak)
@@ -588,10 +598,7 @@ def occupancy(plot_path, as_json, as_csv):
         out().print(f"Little's law: at 1 warp per SM each warp has {occ.BYTES_IN_FLIGHT_PER_WARP} bytes in flight, so the "
                     f"memory latency is about {law['latency_ns']:.0f} ns; {peak / 1e12:.2f} TB/s then needs "
                     f"{law['bytes_in_flight'] / 2**20:.1f} MiB in flight: about {law['warps_per_sm_needed']} warps per SM.")
-    if plot_path:
-        from .plots import occupancy_plot
-        occupancy_plot(doc, Path(plot_path))
-        _note(f"plot written to {plot_path}")
+    _plot("occupancy_plot", doc, plot_path)
 
 
 @cli.command("profile")
@@ -613,8 +620,7 @@ def profile_cmd(name, tile, reg, raw_params, size, m, n, k, as_json, as_csv, ker
     args = ["--variant", v.name, "-M", str(shape.M), "-N", str(shape.N), "-K", str(shape.K), "--timeout", "600"]
     args += [a for kv in params.items() for a in ("-p", f"{kv[0]}={show_value(kv[1])}")]
     args += [a for d in kernels_dirs for a in ("--kernels-dir", str(d))]
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err(),
-                  transient=True) as progress:
+    with _spinner() as progress:
         progress.add_task(f"ncu: {v.name} {report.params_text(params)} at {shape}")
         found = profile(args)
     found.update(variant=v.name, params=params, shape={"M": shape.M, "N": shape.N, "K": shape.K})

@@ -251,6 +251,8 @@ def compile_rendered(rendered: Rendered, arch: str, extra_options: tuple[str, ..
 
 
 def find_tool(name: str) -> str | None:
+    """A CUDA tool (cuobjdump, compute-sanitizer, ncu): from the pip wheels, on PATH, or in a CUDA
+    toolkit's bin directory."""
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
         path = find_nvidia_binary_utility(name)
@@ -258,7 +260,12 @@ def find_tool(name: str) -> str | None:
             return path
     except Exception:
         pass
-    return shutil.which(name)
+    if shutil.which(name):
+        return shutil.which(name)
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root and os.access(path := os.path.join(root, "bin", name), os.X_OK):
+            return path
+    return None
 
 
 def sass(compiled: Compiled) -> str:

@@ -18,6 +18,7 @@ from contextlib import closing
 from pathlib import Path
 
 from .errors import GemmlabError
+from .templates import data_dir
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -40,15 +41,12 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_key ON runs (variant, M, N, K, dtype, device, id);
 """
-COLUMNS = ("id", "time", "command", "device", "variant", "source_hash", "template", "params", "M", "N",
-           "K", "dtype", "status", "ms", "tflops", "rel_err", "error", "commit_id")
 
 
 def path() -> Path:
     if os.environ.get("GEMMLAB_HISTORY"):
         return Path(os.environ["GEMMLAB_HISTORY"])
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "gemmlab" / "history.sqlite"
+    return data_dir() / "history.sqlite"
 
 
 def _connect(create: bool) -> sqlite3.Connection | None:

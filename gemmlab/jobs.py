@@ -2,8 +2,9 @@
 worker process, and hand each row on the moment it is measured.
 
 Rendering and compiling need no GPU, so a template error is found here and becomes an ERROR row, and
-a slow compile never counts against the worker's time limit. The GPU side runs in `worker.GpuJobs`: a kernel that crashes becomes a CRASHED row, one that
-hangs a TIMEOUT row, and the next job gets a fresh worker. `on_row` sees every row as it comes (the CLI
+a slow compile never counts against the worker's time limit. The GPU side runs in `worker.GpuJobs`:
+a kernel that crashes becomes a CRASHED row, one that hangs a TIMEOUT row, and the next job gets a
+fresh worker. `on_row` sees every row as it comes (the CLI
 records it in the history and in the --out file), so a fault or Ctrl-C loses nothing measured before it.
 """
 

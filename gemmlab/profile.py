@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import shutil
 import subprocess
 import sys
 
+from .compile import find_tool
 from .errors import GemmlabError
 
 METRICS = {
@@ -35,7 +34,7 @@ STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 
 
 def find_ncu() -> str:
-    exe = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
+    exe = find_tool("ncu")
     if not exe:
         raise GemmlabError("ncu (Nsight Compute) was not found",
                            hint="it comes with the CUDA toolkit (for example /usr/local/cuda/bin/ncu); put it on PATH")

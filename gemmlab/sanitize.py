@@ -115,7 +115,7 @@ def _place(file: str, line: int, rendered) -> dict:
 def sanitize(variant, params: dict, shape, tool: str, opts) -> dict:
     """Run the variant once under `compute-sanitizer --tool TOOL`; findings mapped to template lines,
     the tool's summary line, and the result check of that run."""
-    from .compile import find_tool
+    from .compile import find_tool  # looked up here, so tests can stand in for it
     from .jobs import fresh_seed
     from .render import render
     exe = find_tool("compute-sanitizer")

@@ -88,22 +88,12 @@ def _compile(rendered, arch):
         return e.message
 
 
-def compile_all(rendered: list, arch: str, jobs: int | None = None, on_done=None) -> list[str | None]:
+def compile_all(rendered: list, arch: str, jobs: int | None = None) -> list[str | None]:
     """Compile every rendered source into the cache, `jobs` at a time (default: the CPU count); the
     error message of each one that fails, in order (None for a success)."""
     jobs = jobs or os.cpu_count() or 1
-    on_done = on_done or (lambda: None)
     if jobs == 1 or len(rendered) <= 1:
-        errors = []
-        for r in rendered:
-            errors.append(_compile(r, arch))
-            on_done()
-        return errors
+        return [_compile(r, arch) for r in rendered]
     # Processes, whatever NVRTC does with the GIL; spawned, since the parent runs a progress thread.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_compile, r, arch) for r in rendered]
-        errors = []
-        for f in futures:
-            errors.append(f.result())
-            on_done()
-        return errors
+        return list(pool.map(_compile, rendered, [arch] * len(rendered)))

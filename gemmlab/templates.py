@@ -100,9 +100,14 @@ def builtin_dir() -> Path:
     return installed if installed.is_dir() else here.parent / "kernels"
 
 
-def default_user_dir() -> Path:
+def data_dir() -> Path:
+    """gemmlab's per-user data: templates of `gemmlab new`, the run history, the tuning cache."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "gemmlab" / "kernels"
+    return Path(base) / "gemmlab"
+
+
+def default_user_dir() -> Path:
+    return data_dir() / "kernels"
 
 
 def user_dirs(extra: tuple[str | Path, ...] = ()) -> list[Path]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import GemmlabError
 from .report import write_atomic
-from .templates import builtin_dir
+from .templates import builtin_dir, data_dir
 
 # A cached shape within a factor of 1.41 in each of M, N and K counts as near. A factor of 2 let 512^3
 # take 256x256x1024's splitk winner: 7.8 TFLOP/s where the rule's choice gives 12.7
@@ -28,8 +28,7 @@ NEAR = 0.5
 def path() -> Path:
     if os.environ.get("GEMMLAB_TUNING"):
         return Path(os.environ["GEMMLAB_TUNING"])
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "gemmlab" / "tuning.json"
+    return data_dir() / "tuning.json"
 
 
 def _read(p: Path) -> dict:

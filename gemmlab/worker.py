@@ -206,8 +206,9 @@ class Isolated:
 class GpuJobs:
     """Runs in the worker: one set of inputs (Problem), then cuBLAS or a variant per request.
 
-    Requests: ("bandwidth",), ("occupancy",), ("cublas", reps) and ("run", compiled, reps, timed), where `compiled` is a
-    compile.Compiled: the parent renders and compiles (no GPU needed), the worker loads the cubin."""
+    Requests: ("bandwidth",), ("occupancy",), ("cublas", reps) and ("run", compiled, reps, timed),
+    where `compiled` is a compile.Compiled: the parent renders and compiles (no GPU needed), the
+    worker loads the cubin."""
 
     def __init__(self, shape, seed, fp64_check, phase=None):
         from .runner import Problem
