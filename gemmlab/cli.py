@@ -26,7 +26,7 @@ from .errors import GemmlabError
 from .jobs import DEFAULT_TIMEOUT_S
 from .render import render
 from .sanitize import TOOLS as SANITIZERS
-from .templates import NAME_RE, SUFFIX, default_user_dir, load_variant, show_value
+from .templates import DTYPES, NAME_RE, SUFFIX, default_user_dir, load_variant, show_value
 
 def _console(stderr: bool = False) -> Console:
     """Made at use time, so it writes to whatever stdout/stderr is then (a pipe, a test's buffer).
@@ -110,7 +110,13 @@ def shape_options(f):
                                              "killed and the job marked TIMEOUT.")(f)
     f = click.option("--out", "out_path", type=click.Path(dir_okay=False),
                      help="Also write the results here as JSON, updated after every result (a new file).")(f)
-    return output_options(f)
+    return dtype_option(output_options(f))
+
+
+def dtype_option(f):
+    return click.option("--dtype", type=click.Choice(DTYPES),
+                        help="Input type: fp32 (CUDA cores), or tf32, fp16, bf16 (tensor cores; C is fp32). "
+                             "Default: the variant's first type (fp32 for compare).")(f)
 
 
 def output_options(f):
@@ -179,7 +185,8 @@ def _common(ctx, c: dict, sanitizing: bool = False):
         m, n, k = c["m"] or c["size"], c["n"] or c["size"], c["k"] or c["size"]
     shape = make_shape(None, m, n, k)
     out_path = _new_file(c["out_path"], "--out")
-    opts = Options(reps=c["reps"], seed=c["seed"], fp64_check=c["check_ref"] == "fp64", timeout=c["timeout"])
+    opts = Options(reps=c["reps"], seed=c["seed"], fp64_check=c["check_ref"] == "fp64", timeout=c["timeout"],
+                   dtype=c["dtype"] or "fp32")
     return shape, opts, fmt, out_path
 
 
@@ -200,35 +207,40 @@ def cli():
 
 
 @cli.command("list")
+@dtype_option
 @kernels_dir_option
 @output_options
-def list_cmd(kernels_dirs, as_json, as_csv):
-    """The variants, in ladder order, with their idea, parent and parameters."""
+def list_cmd(dtype, kernels_dirs, as_json, as_csv):
+    """The variants, in ladder order, with their idea, parent, input types and parameters."""
     cat = catalog(kernels_dirs)
     fmt = output_format(as_json, as_csv)
+    ladder = [v for v in cat.ladder() if dtype is None or dtype in v.dtypes]
     if fmt == "json":
-        click.echo(report.dump([{"name": v.name, "parent": v.parent, "idea": v.idea, "source": str(v.path),
+        click.echo(report.dump([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": list(v.dtypes),
+                                 "source": str(v.path),
                                  "user": not v.builtin, "shadows": str(v.shadows) if v.shadows else None,
                                  "params": {n: {"default": p.default, "choices": p.choices, "help": p.help}
-                                            for n, p in v.params.items()}} for v in cat.ladder()]))
+                                            for n, p in v.params.items()}} for v in ladder]))
         return
     if fmt == "csv":
-        click.echo(report.csv_text([{"name": v.name, "parent": v.parent, "idea": v.idea, "defaults": v.defaults(),
-                                     "source": str(v.path), "user": not v.builtin} for v in cat.ladder()]), nl=False)
+        click.echo(report.csv_text([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": " ".join(v.dtypes),
+                                     "defaults": v.defaults(), "source": str(v.path), "user": not v.builtin}
+                                    for v in ladder]), nl=False)
         return
-    t = Table(title="gemmlab variants (ladder order)", title_justify="left", show_lines=True)
-    for c in ("variant", "parent", "idea", "parameters (default [choices])", "source"):
+    t = Table(title="gemmlab variants (ladder order)" + (f", {dtype} only" if dtype else ""),
+              title_justify="left", show_lines=True)
+    for c in ("variant", "parent", "idea", "dtypes", "parameters (default [choices])", "source"):
         t.add_column(c, overflow="fold")
-    for v in cat.ladder():
+    for v in ladder:
         ps = escape("\n".join(f"{n}={show_value(p.default)}"
                               + (f" [{', '.join(map(show_value, p.choices))}]" if p.choices else "")
                               for n, p in v.params.items()) or "-")
         src = "built-in" if v.builtin else f"[cyan]{escape(str(v.path))}[/]"
         if v.shadows:
             src += f"\n[yellow]shadows {escape(str(v.shadows))}[/]"
-        t.add_row(f"[bold]{v.name}[/]", v.parent or "-", escape(v.idea), ps, src)
+        t.add_row(f"[bold]{v.name}[/]", v.parent or "-", escape(v.idea), " ".join(v.dtypes), ps, src)
     for name, e in cat.broken.items():
-        t.add_row(f"[red]{name}[/]", "", f"[red]{escape(e.message)}[/]", "", "[red]broken[/]")
+        t.add_row(f"[red]{name}[/]", "", f"[red]{escape(e.message)}[/]", "", "", "[red]broken[/]")
     out().print(t)
 
 
@@ -242,7 +254,8 @@ class _Recorder:
     def __call__(self, doc: dict, row: dict) -> None:
         prev = None
         try:
-            prev = history.record(doc["command"], row, doc["shape"], doc["device"]["name"], doc["commit"])
+            prev = history.record(doc["command"], row, doc["shape"], doc["device"]["name"], doc["commit"],
+                                  row.get("dtype", "fp32"))
         except GemmlabError as e:
             if not self.warned:
                 _note(f"{e.message}; results are not being recorded")
@@ -352,6 +365,8 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, kernels_di
     given = overrides(tile, reg, raw_params)
 
     if name == "auto":
+        if opts.dtype != "fp32":
+            raise GemmlabError("--variant auto chooses among the FP32 kernels", hint="name a tensor-core variant for --dtype")
         if given:
             raise GemmlabError("--variant auto chooses the parameters itself",
                                hint="name a variant to set parameters; `gemmlab run --variant auto` shows its choice")
@@ -363,7 +378,8 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, kernels_di
 
     def once() -> int:
         v = catalog(kernels_dirs).get(name)  # again each time: --watch may have changed the header
-        params = v.resolve(given)
+        params = v.resolve(v.for_dtype(common["dtype"], given))
+        opts.dtype = v.dtype(params)
         if sanitize:
             return _sanitize(v, params, shape, opts, sanitize, fmt)
         doc, rows, recorder = _run_rows("run", [(v, params)], shape, opts, out_path, with_cublas=not no_cublas)
@@ -404,7 +420,10 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
     from .jobs import source_hash
     shape, opts, fmt, out_path = _common(ctx, common)
     v = catalog(kernels_dirs).get(name)
-    valid, skipped = grids.grid(v, list(specs))
+    opts.dtype = v.dtype(v.resolve(v.for_dtype(common["dtype"])))
+    if any(sp.split("=", 1)[0].strip() == "DTYPE" for sp in specs):
+        raise GemmlabError("a sweep runs one input type; choose it with --dtype")
+    valid, skipped = grids.grid(v, list(specs), fixed=v.for_dtype(opts.dtype))
     for n, why, example in grids.skip_summary(skipped):
         err().print(f"[yellow]skipped {n}:[/] {escape(why)}  [dim](e.g. {escape(example)})[/]", soft_wrap=True)
     if not valid:
@@ -416,7 +435,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
         todo = []
         for params in valid:
             rendered = render(v, params)
-            h = None if fresh else history.measured(dev.name, source_hash(rendered.source), shape)
+            h = None if fresh else history.measured(dev.name, source_hash(rendered.source), shape, opts.dtype)
             if h:
                 known.append(h)
             else:
@@ -426,7 +445,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
 
     doc, rows, recorder = _run_rows("sweep", jobs, shape, opts, out_path, keep_going=True, total=len(valid))
     cublas = next((r for r in rows if r["variant"] == "cuBLAS"), None)
-    peak = doc["device"]["peak_fp32_tflops"] * 1e12
+    peak = doc["device"]["peak_tflops"][opts.dtype] * 1e12
     rows = [r for r in rows if r is not cublas] + [report.row_from_history(h, peak, cublas and cublas["ms"]) for h in known]
     rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0))
     rows += [cublas] if cublas else []
@@ -638,10 +657,13 @@ def compare(ctx, variants, kernels_dirs, **common):
     """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung."""
     shape, opts, fmt, out_path = _common(ctx, common)
     cat = catalog(kernels_dirs)
-    chosen = [cat.get(x.strip()) for x in variants.split(",") if x.strip()] if variants else cat.ladder()
+    if variants:
+        chosen = [cat.get(x.strip()) for x in variants.split(",") if x.strip()]
+    else:  # the ladder of this input type
+        chosen = [v for v in cat.ladder() if opts.dtype in v.dtypes]
     if not chosen:
         raise GemmlabError("no variants to compare")
-    jobs = [(v, v.resolve()) for v in chosen]
+    jobs = [(v, v.resolve(v.for_dtype(opts.dtype))) for v in chosen]
     doc, rows, recorder = _run_rows("compare", jobs, shape, opts, out_path, keep_going=True)
     report.add_speedups(rows)
     recorder.save(doc, rows)
@@ -681,13 +703,14 @@ def _print_code(text: str, lexer: str):
 @click.option("--what", type=click.Choice(["source", "ptx", "sass", "resources"]), default="source",
               show_default=True, help="What to show.")
 @click.option("--arch", help="Compile for this architecture (e.g. sm_90) instead of the GPU's.")
+@dtype_option
 @kernels_dir_option
 @output_options
-def show(name, tile, reg, raw_params, what, arch, kernels_dirs, as_json, as_csv):
+def show(name, tile, reg, raw_params, what, arch, dtype, kernels_dirs, as_json, as_csv):
     """The rendered CUDA source, its PTX, its SASS or its resource usage."""
     cat = catalog(kernels_dirs)
     v = cat.get(name)
-    params = v.resolve(overrides(tile, reg, raw_params))
+    params = v.resolve(v.for_dtype(dtype, overrides(tile, reg, raw_params)))
     rendered = render(v, params)
     if what == "source":
         _print_code(rendered.source, "cuda")
@@ -725,19 +748,24 @@ def show(name, tile, reg, raw_params, what, arch, kernels_dirs, as_json, as_csv)
 @click.option("--arch", help="Architecture (default: the GPU's, else sm_90).")
 @click.option("--all-configs", is_flag=True, help="Every valid combination of parameter choices.")
 @click.option("--no-cache", is_flag=True, help="Compile even when a cached cubin exists.")
+@dtype_option
 @kernels_dir_option
 @output_options
-def build(names, arch, all_configs, no_cache, kernels_dirs, as_json, as_csv):
+def build(names, arch, all_configs, no_cache, dtype, kernels_dirs, as_json, as_csv):
     """Compile variants (no GPU needed): registers, shared memory, spills, compile time."""
     fmt = output_format(as_json, as_csv)
     cat = catalog(kernels_dirs)
-    variants = [cat.get(n) for n in names] if names else cat.ladder()
+    variants = [cat.get(n) for n in names] if names else [v for v in cat.ladder() if dtype is None or dtype in v.dtypes]
     arch, note = default_arch(arch)
     _note(note)
     rows = []
     for v in variants:
-        configs = [(p, bad) for p, bad in v.configs() if not bad] if all_configs else [(v.defaults(), [])]
-        for params, _ in configs:
+        fixed = v.for_dtype(dtype)
+        if all_configs:
+            configs = [p for p, bad in v.configs() if not bad and all(p[k] == x for k, x in fixed.items())]
+        else:
+            configs = [v.resolve(fixed)]
+        for params in configs:
             row = {"variant": v.name, "params": params, "arch": arch}
             try:
                 c = compile_rendered(render(v, params), arch, use_cache=not no_cache)

@@ -18,6 +18,20 @@ FP32_LANES_PER_SM = {
     (10, 0): 128, (10, 3): 128, (11, 0): 128, (12, 0): 128, (12, 1): 128,
 }
 
+# Dense tensor-core FLOPs per clock per SM with FP32 accumulation, by compute capability and input type
+# (NVIDIA's A100 and H100 whitepapers: an H100 SM does 1024 FP16 FMAs per clock, twice A100's).
+TENSOR_FLOPS_PER_SM = {
+    (8, 0): {"tf32": 1024, "fp16": 2048, "bf16": 2048},
+    (9, 0): {"tf32": 2048, "fp16": 4096, "bf16": 4096},
+}
+
+
+def tensor_rate(cc: tuple[int, int], dtype: str) -> int:
+    rates = TENSOR_FLOPS_PER_SM.get(cc, {})
+    if dtype not in rates:
+        raise GemmlabError(f"gemmlab does not know the {dtype} tensor-core rate of compute capability "
+                           f"{cc[0]}.{cc[1]}", hint="add it to TENSOR_FLOPS_PER_SM in gemmlab/device.py")
+    return rates[dtype]
 
 
 def fp32_lanes(cc: tuple[int, int]) -> int:
@@ -68,6 +82,19 @@ class DeviceInfo:
     def peak_fp32(self) -> float:
         return fp32_peak(self.sms, self.lanes, self.clock_khz)
 
+    def peak(self, dtype: str = "fp32") -> float:
+        """FLOP/s for "% of peak": the FP32 lanes for fp32, the dense tensor-core rate for the others."""
+        if dtype == "fp32":
+            return self.peak_fp32
+        return self.sms * tensor_rate(self.cc, dtype) * self.clock_khz * 1e3
+
+    def peaks(self) -> dict[str, float]:
+        """Every peak this device has a rate for, FLOP/s by input type."""
+        out = {"fp32": self.peak_fp32}
+        for dtype in TENSOR_FLOPS_PER_SM.get(self.cc, {}):
+            out[dtype] = self.peak(dtype)
+        return out
+
     @property
     def bandwidth(self) -> float:
         return dram_bandwidth(self.mem_clock_khz, self.bus_width_bits)
@@ -78,6 +105,10 @@ class DeviceInfo:
             ("FP32 peak", f"{self.peak_fp32 / 1e12:.1f} TFLOP/s",
              f"{self.sms} SMs x {self.lanes} FP32 lanes/SM ({self.arch}) x 2 FLOP/FFMA x "
              f"{self.clock_khz / 1e3:.0f} MHz"),
+            *[(f"{d.upper()} tensor peak", f"{self.peak(d) / 1e12:.0f} TFLOP/s",
+               f"{self.sms} SMs x {tensor_rate(self.cc, d)} dense FLOP/clock/SM ({self.arch}) x "
+               f"{self.clock_khz / 1e3:.0f} MHz (NVIDIA's datasheets quote the tensor cores at a lower, "
+               f"sustained clock)") for d in self.peaks() if d != "fp32"],
             ("DRAM bandwidth", f"{self.bandwidth / 1e12:.2f} TB/s",
              f"2 (DDR) x {self.mem_clock_khz / 1e3:.0f} MHz x {self.bus_width_bits} bit bus / 8"),
         ]
@@ -85,7 +116,8 @@ class DeviceInfo:
     def to_json(self) -> dict:
         d = asdict(self)
         d.update(arch=self.arch, fp32_lanes_per_sm=self.lanes, peak_fp32_tflops=self.peak_fp32 / 1e12,
-                 dram_bandwidth_tbs=self.bandwidth / 1e12)
+                 dram_bandwidth_tbs=self.bandwidth / 1e12,
+                 peak_tflops={k: v / 1e12 for k, v in self.peaks().items()})
         return d
 
 

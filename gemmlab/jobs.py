@@ -19,7 +19,7 @@ from . import report
 from .compile import compile_rendered
 from .errors import GemmlabError
 from .render import render
-from .runner import Result, Shape
+from .runner import CUBLAS_SOURCE, Result, Shape
 from .worker import SETUP_TIMEOUT_S, Fault, Isolated
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -30,6 +30,7 @@ class Options:
     reps: int = 10
     seed: int | None = None
     fp64_check: bool = False
+    dtype: str = "fp32"  # the input type of every job in the run
     timeout: float = DEFAULT_TIMEOUT_S
 
 
@@ -54,13 +55,14 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
     on_phase = on_phase or (lambda text: None)
     on_row = on_row or (lambda doc, row: None)
     rows, cublas_row = [], None
-    with Isolated(handler, (shape, seed, opts.fp64_check), opts.timeout, on_phase) as w:
+    with Isolated(handler, (shape, seed, opts.fp64_check, opts.dtype), opts.timeout, on_phase) as w:
         info = w.start()  # no GPU, or no room for the inputs: a GemmlabError for the whole run
         dev = info["device"]
-        doc = report.meta(command, dev, shape, seed)
+        doc = report.meta(command, dev, shape, seed, opts.dtype)
+        peak = dev.peak(opts.dtype)
 
         def finish(result: Result, cublas_ms=None, hash_=None) -> dict:
-            row = report.row(result, dev.peak_fp32, cublas_ms)
+            row = report.row(result, peak, cublas_ms)
             row["source_hash"] = hash_
             on_row(doc, row)
             return row
@@ -72,7 +74,8 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
                 try:
                     cublas = w.call(("cublas", opts.reps), max(opts.timeout, SETUP_TIMEOUT_S))  # loads cuBLAS
                 except Fault as f:
-                    cublas = Result("cuBLAS", {}, shape, source="cupy.matmul", fault=f.kind, error=f.message)
+                    cublas = Result("cuBLAS", {}, shape, source=CUBLAS_SOURCE[opts.dtype], dtype=opts.dtype,
+                                    fault=f.kind, error=f.message)
                 cublas_ms = cublas.valid_time
                 cublas_row = finish(cublas, cublas_ms)
             for v, params in (jobs(dev) if callable(jobs) else jobs):
@@ -88,10 +91,10 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
                     if not keep_going:
                         raise
                     result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
-                                    error=str(e))
+                                    dtype=opts.dtype, error=str(e))
                 except Fault as f:
                     result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
-                                    fault=f.kind, error=f.message)
+                                    dtype=opts.dtype, fault=f.kind, error=f.message)
                 rows.append(finish(result, cublas_ms, hash_))
         except KeyboardInterrupt:
             w.kill()  # do not wait for the job in flight

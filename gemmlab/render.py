@@ -18,7 +18,7 @@ from jinja2.ext import Extension
 from jinja2.lexer import Token
 
 from .errors import GemmlabError
-from .templates import Variant, builtin_dir, cdiv, show_params
+from .templates import C_TYPES, Variant, builtin_dir, cdiv, show_params
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
 _TAG_RE = re.compile("\x1e(\\d+):(\\d+)\x1f")
@@ -95,7 +95,7 @@ def environment(search: list[Path]) -> Environment:
         env = Environment(loader=FileSystemLoader(list(key)), undefined=StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                           extensions=[LineTags], auto_reload=True)
-        env.globals.update(cdiv=cdiv)
+        env.globals.update(cdiv=cdiv, ctype=C_TYPES.__getitem__)  # ctype(DTYPE): the input's C type
         _envs[key] = env
     return _envs[key]
 

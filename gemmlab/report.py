@@ -40,7 +40,7 @@ def git_commit() -> str | None:
         return None
 
 
-def meta(command: str, device=None, shape=None, seed=None) -> dict:
+def meta(command: str, device=None, shape=None, seed=None, dtype: str = "fp32") -> dict:
     from .compile import nvrtc_version
     out = {"gemmlab": __version__, "command": command,
            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -56,6 +56,7 @@ def meta(command: str, device=None, shape=None, seed=None) -> dict:
         out["shape"] = {"M": shape.M, "N": shape.N, "K": shape.K}
     if seed is not None:
         out["seed"] = seed
+    out["dtype"] = dtype
     return out
 
 
@@ -65,7 +66,7 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
     tflops = r.shape.flops / (ms * 1e-3) / 1e12 if ms else None
     res = r.resources
     d = {
-        "variant": r.name, "params": r.params, "source": r.source, "user": r.user,
+        "variant": r.name, "params": r.params, "dtype": r.dtype, "source": r.source, "user": r.user,
         "status": r.status, "error": r.error,
         "rel_err": r.check.rel_err if r.check else None,
         "max_abs_err": r.check.max_abs_err if r.check else None,
@@ -90,9 +91,10 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
 
 def row_from_history(h: dict, peak_flops: float, cublas_ms: float | None = None) -> dict:
     """A row for a result a sweep takes from the history instead of measuring the same kernel again."""
-    from .runner import FP32_TOL, Check, Shape, Timing
+    from .runner import TOLERANCES, Check, Shape, Timing
     r = Result(h["variant"], h["params"], Shape(h["M"], h["N"], h["K"]), source=h["template"] or "",
-               check=Check(h["rel_err"], math.nan, FP32_TOL, "history"), timing=Timing(h["ms"], h["ms"], h["ms"], 0))
+               dtype=h["dtype"], check=Check(h["rel_err"], math.nan, TOLERANCES[h["dtype"]], "history"),
+               timing=Timing(h["ms"], h["ms"], h["ms"], 0))
     d = row(r, peak_flops, cublas_ms)
     d.update(source_hash=h["source_hash"], vs_last=None, vs_last_text=f"from history #{h['id']}", changed="")
     return d
@@ -323,9 +325,10 @@ def title_for(doc: dict) -> str:
     dev = doc.get("device", {})
     shape = doc.get("shape", {})
     s = f"{shape.get('M')}x{shape.get('N')}x{shape.get('K')}" if shape else ""
-    peak = dev.get("peak_fp32_tflops")
-    return (f"{doc.get('command', '')} {s} on {dev.get('name', '?')}"
-            + (f" (FP32 peak {peak:.1f} TFLOP/s)" if peak else "")
+    dtype = doc.get("dtype", "fp32")
+    peak = (dev.get("peak_tflops") or {}).get(dtype) or (dev.get("peak_fp32_tflops") if dtype == "fp32" else None)
+    return (f"{doc.get('command', '')} {s}{'' if dtype == 'fp32' else ' ' + dtype} on {dev.get('name', '?')}"
+            + (f" ({dtype.upper()} peak {peak:.1f} TFLOP/s)" if peak else "")
             + f" · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}")
 
 

@@ -19,6 +19,15 @@ from .errors import GemmlabError
 from .templates import Geometry, Variant
 
 FP32_TOL = 1e-5         # relative Frobenius error; FP32 kernels land near 1e-7..1e-6
+# Tolerance by input type. TF32 keeps 10 of FP32's 23 mantissa bits: rounding both inputs of every
+# product gives errors near 5e-4 (8e-4 when the hardware truncates). FP16/BF16 inputs are rounded once,
+# when they are made, and the reference uses the same rounded values, so only the order of the FP32
+# sums differs; the looser bound is the conventional one for these types.
+TOLERANCES = {"fp32": FP32_TOL, "tf32": 2e-3, "fp16": 1e-2, "bf16": 1e-2}
+# A variant with an EPILOGUE parameter takes (float alpha, float beta, const float* bias) after K:
+# C = alpha * A@B + beta * C (alpha_beta), C = max(A@B + bias[col], 0) (bias_relu), or plain A@B (none).
+ALPHA, BETA = 1.5, -0.75  # neither 0 nor 1, so that a kernel that ignores one of them fails the check
+ITEM_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 FLUSH_BYTES = 256 << 20  # larger than any L2 so far (H100: 50 MB), as in Triton's do_bench
 INT32_MAX = 2**31 - 1
 
@@ -47,11 +56,12 @@ class Shape:
     def __str__(self) -> str:
         return f"{self.M}x{self.N}x{self.K}"
 
-    def bytes_needed(self, fp64_check: bool = False) -> int:
-        """GPU memory for A, B, C, the reference, the check's two temporaries and the flush buffer
-        (and float64 copies if asked)."""
+    def bytes_needed(self, fp64_check: bool = False, dtype: str = "fp32") -> int:
+        """GPU memory for A, B (in their type), C, the reference, the check's two temporaries and the
+        flush buffer; FP32 copies of 16-bit inputs for the reference; float64 copies if asked."""
         mk, kn, mn = self.M * self.K, self.K * self.N, self.M * self.N
-        need = 4 * (mk + kn + 4 * mn) + FLUSH_BYTES
+        item = ITEM_BYTES[dtype]
+        need = item * (mk + kn) + 4 * 4 * mn + FLUSH_BYTES + (4 * (mk + kn) if item < 4 else 0)
         return need + (8 * (mk + kn + mn) if fp64_check else 0)
 
 
@@ -91,6 +101,7 @@ class Result:
     cached: bool | None = None
     source: str = ""
     user: bool = False
+    dtype: str = "fp32"
     error: str | None = None
     fault: str | None = None  # CRASHED or TIMEOUT: the kernel took its process down (error says how)
 
@@ -141,42 +152,111 @@ def bench(fn, min_reps: int = 10, min_time_ms: float = 100.0, max_reps: int = 10
     return Timing(float(np.median(times)), float(min(times)), float(max(times)), reps)
 
 
-class Problem:
-    """Inputs for one shape: fresh random A and B, the output C, and the reference, on the GPU."""
+def to_bf16(x):
+    """float32 array -> bfloat16 bits (uint16; cupy has no bfloat16 type), rounded to nearest even."""
+    cupy = cuda()
+    u = x.view(cupy.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cupy.uint16)
 
-    def __init__(self, shape: Shape, seed: int | None = None, fp64_check: bool = False):
+
+def from_bf16(b):
+    """bfloat16 bits -> float32, exactly."""
+    cupy = cuda()
+    return (b.astype(cupy.uint32) << 16).view(cupy.float32)
+
+
+def cublas_gemm(A, B, C, dtype: str) -> None:
+    """C (float32, M x N) = A @ B with cuBLAS, inputs of type `dtype`, FP32 accumulation: cublasGemmEx,
+    since cupy.matmul has no bfloat16 and returns 16-bit C for 16-bit inputs. Row-major C = A B is
+    column-major C^T = B^T A^T, so B goes first."""
+    cupy = cuda()
+    cublas, rt = cupy.cuda.cublas, cupy.cuda.runtime
+    types = {"tf32": rt.CUDA_R_32F, "fp16": rt.CUDA_R_16F, "bf16": rt.CUDA_R_16BF}
+    compute = cublas.CUBLAS_COMPUTE_32F_FAST_TF32 if dtype == "tf32" else cublas.CUBLAS_COMPUTE_32F
+    (M, K), N = A.shape, B.shape[1]
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, N, M, K, _ONE.ctypes.data,
+                  B.data.ptr, types[dtype], N, A.data.ptr, types[dtype], K, _ZERO.ctypes.data,
+                  C.data.ptr, rt.CUDA_R_32F, N, compute, cublas.CUBLAS_GEMM_DEFAULT)
+
+
+CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
+                 "bf16": "cublasGemmEx BF16"}
+_ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)
+
+
+class Problem:
+    """Inputs for one shape and input type: fresh random A and B, the output C, and the reference, on
+    the GPU. A and B are float32 for fp32 and tf32, float16 for fp16, bfloat16 bits (uint16) for bf16;
+    C is float32 for every type (FP32 accumulation)."""
+
+    def __init__(self, shape: Shape, seed: int | None = None, fp64_check: bool = False, dtype: str = "fp32"):
         self.cupy = cupy = cuda()
         self.device: DeviceInfo = get_device()
         self.shape = shape
+        self.dtype = dtype
         self.seed = seed if seed is not None else int.from_bytes(np.random.bytes(4), "little")
         free, _total = cupy.cuda.runtime.memGetInfo()
-        need = shape.bytes_needed(fp64_check)
+        need = shape.bytes_needed(fp64_check, dtype)
         if need > free:
             raise GemmlabError(f"shape {shape} needs {need / 2**30:.1f} GiB of GPU memory and "
                                f"{self.device.name} has {free / 2**30:.1f} GiB free",
                                hint="choose a smaller --size or -M/-N/-K")
         try:
             rng = cupy.random.default_rng(self.seed)
-            self.A = rng.standard_normal((shape.M, shape.K), dtype=cupy.float32)
-            self.B = rng.standard_normal((shape.K, shape.N), dtype=cupy.float32)
+            A = rng.standard_normal((shape.M, shape.K), dtype=cupy.float32)
+            B = rng.standard_normal((shape.K, shape.N), dtype=cupy.float32)
+            if dtype == "fp16":
+                self.A, self.B = A.astype(cupy.float16), B.astype(cupy.float16)
+                A, B = self.A.astype(cupy.float32), self.B.astype(cupy.float32)  # exactly the rounded inputs
+            elif dtype == "bf16":
+                self.A, self.B = to_bf16(A), to_bf16(B)
+                A, B = from_bf16(self.A), from_bf16(self.B)
+            else:
+                self.A, self.B = A, B
             self.C = cupy.empty((shape.M, shape.N), dtype=cupy.float32)
+            # The reference multiplies the very inputs the kernel gets, in FP32 (or float64): for
+            # tf32 that is the exact product the tensor cores approximate.
             if fp64_check:
-                self.ref = cupy.matmul(self.A.astype(cupy.float64), self.B.astype(cupy.float64))
+                self.ref = cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64))
                 self.ref_name = "float64"
             else:
-                self.ref = cupy.matmul(self.A, self.B)
-                self.ref_name = "cupy.matmul"
+                self.ref = cupy.matmul(A, B)
+                self.ref_name = "cupy.matmul" if dtype == "fp32" else f"cupy.matmul fp32 of the {dtype} inputs"
+            del A, B
             cupy.cuda.Device().synchronize()
         except cupy.cuda.memory.OutOfMemoryError:
             raise GemmlabError(f"out of GPU memory allocating the inputs of shape {shape}") from None
         self.ref_norm = float(cupy.linalg.norm(self.ref))
 
-    def check(self) -> Check:
+    def check(self, ref=None) -> Check:
+        """C against the reference (or `ref`, the reference after an epilogue)."""
         cupy = self.cupy
         unwritten = int(cupy.isnan(self.C).sum())
-        diff = self.C.astype(self.ref.dtype) - self.ref
-        rel = float(cupy.linalg.norm(diff)) / (self.ref_norm or 1.0)
-        return Check(rel, float(cupy.abs(diff).max()), FP32_TOL, self.ref_name, unwritten)
+        ref = self.ref if ref is None else ref
+        diff = self.C.astype(ref.dtype) - ref
+        norm = self.ref_norm if ref is self.ref else float(cupy.linalg.norm(ref))
+        rel = float(cupy.linalg.norm(diff)) / (norm or 1.0)
+        return Check(rel, float(cupy.abs(diff).max()), TOLERANCES[self.dtype], self.ref_name, unwritten)
+
+    def bias(self):
+        """A bias per column of C, for the bias_relu epilogue."""
+        if getattr(self, "_bias", None) is None:
+            self._bias = self.cupy.random.default_rng(self.seed + 1).standard_normal(self.shape.N, dtype=self.cupy.float32)
+        return self._bias
+
+    def epilogue_reference(self, epilogue: str):
+        """The reference after a fused epilogue: alpha*AB + beta*C0 (C0 random), or relu(AB + bias)."""
+        cupy = self.cupy
+        if epilogue == "alpha_beta":
+            self.C0 = cupy.random.default_rng(self.seed + 2).standard_normal(self.C.shape, dtype=cupy.float32)
+            return ALPHA * self.ref + BETA * self.C0.astype(self.ref.dtype)
+        if epilogue == "bias_relu":
+            return cupy.maximum(self.ref + self.bias().astype(self.ref.dtype), 0)
+        if epilogue == "none":
+            return None
+        raise GemmlabError(f"unknown EPILOGUE {epilogue!r}: gemmlab knows none, alpha_beta and bias_relu")
 
     def workspace(self, nbytes: int):
         """Scratch memory for kernels that declare it: allocated once per Problem, grown when needed."""
@@ -190,13 +270,19 @@ class Problem:
         return self._workspace
 
     def cublas(self, min_reps: int = 10) -> Result:
-        """cuBLAS through cupy.matmul on the same inputs: the yardstick."""
+        """cuBLAS on the same inputs, the yardstick: cupy.matmul for fp32, cublasGemmEx for the others."""
         cupy = self.cupy
-        r = Result("cuBLAS", {}, self.shape, source="cupy.matmul")
+        if self.dtype == "fp32":
+            def gemm():
+                cupy.matmul(self.A, self.B, out=self.C)
+        else:
+            def gemm():
+                cublas_gemm(self.A, self.B, self.C, self.dtype)
+        r = Result("cuBLAS", {}, self.shape, source=CUBLAS_SOURCE[self.dtype], dtype=self.dtype)
         self.C.fill(math.nan)
-        cupy.matmul(self.A, self.B, out=self.C)
+        gemm()
         r.check = self.check()
-        r.timing = bench(lambda: cupy.matmul(self.A, self.B, out=self.C), min_reps=min_reps)
+        r.timing = bench(gemm, min_reps=min_reps)
         return r
 
     def run(self, variant: Variant, params: dict, compiled: Compiled, min_reps: int = 10,
@@ -206,9 +292,13 @@ class Problem:
         unusable (gemmlab's CLI runs this in a worker process for that reason)."""
         from .compile import load
         cupy, s = self.cupy, self.shape
+        if variant.dtype(params) != self.dtype:
+            raise GemmlabError(f"variant '{variant.name}' with DTYPE={variant.dtype(params)} cannot run on "
+                               f"{self.dtype} inputs")
         r = Result(variant.name, dict(params), s, resources=compiled.resources,
                    compile_ms=compiled.compile_ms if not compiled.cached else compiled.lookup_ms,
-                   cached=compiled.cached, source=str(variant.path), user=not variant.builtin)
+                   cached=compiled.cached, source=str(variant.path), user=not variant.builtin,
+                   dtype=self.dtype)
         geo = r.geometry = variant.geometry(params, s.M, s.N, s.K)
         limit = self.device.smem_optin
         if compiled.resources.smem + geo.smem > limit:
@@ -225,6 +315,10 @@ class Problem:
         args = (self.A, self.B, self.C) + dims
         if geo.workspace:
             args += (self.workspace(geo.workspace),)
+        epilogue, ref = params.get("EPILOGUE"), None
+        if epilogue is not None:  # the fused epilogue's inputs, and what C must then be
+            args += (np.float32(ALPHA), np.float32(BETA), self.bias())
+            ref = self.epilogue_reference(epilogue)
         reduce = load(compiled, "reduce") if geo.reduce_grid else None
 
         def launch():
@@ -240,13 +334,15 @@ class Problem:
         except Exception:
             r.blocks_per_sm = None
         self.C.fill(math.nan)
+        if epilogue == "alpha_beta":
+            self.C[...] = self.C0  # beta * C reads C: it must hold numbers (the reference knows which)
         cuda_errors = (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError)
         try:
             if phase:
                 phase(f"check {variant.name}")
             launch()
             cupy.cuda.Device().synchronize()
-            r.check = self.check()
+            r.check = self.check(ref)
             if r.check.passed and timed:
                 r.timing = bench(launch, min_reps=min_reps, phase=phase)
         except cuda_errors as e:

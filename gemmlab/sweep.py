@@ -42,9 +42,10 @@ def parse_spec(spec: str) -> tuple[str, list[str]]:
     return name, values
 
 
-def grid(variant: Variant, specs: list[str]) -> tuple[list[dict], list[tuple[dict, str]]]:
+def grid(variant: Variant, specs: list[str], fixed: dict | None = None) -> tuple[list[dict], list[tuple[dict, str]]]:
     """(valid parameter sets, [(rejected set as typed, why)]). Parameters not swept keep their
-    defaults; a name the template does not have is an error, not a skip."""
+    defaults, or the values in `fixed` (such as DTYPE); a name the template does not have is an error,
+    not a skip."""
     axes = dict(parse_spec(s) for s in specs)
     for name in axes:
         if name not in variant.params:
@@ -58,7 +59,7 @@ def grid(variant: Variant, specs: list[str]) -> tuple[list[dict], list[tuple[dic
     for combo in itertools.product(*axes.values()):
         typed = dict(zip(axes, combo))
         try:
-            params = variant.resolve(typed)
+            params = variant.resolve({**(fixed or {}), **typed})
         except GemmlabError as e:
             lines = e.message.splitlines()
             skipped.append((typed, lines[1].strip() if len(lines) > 1 else lines[0]))  # the first reason

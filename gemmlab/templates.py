@@ -49,6 +49,8 @@ SUFFIX = ".cu.j2"
 HEADER_RE = re.compile(r"\A\{#---[ \t]*\n(.*?)\n---#\}", re.S)
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
+# The C type of an input element. TF32 inputs are FP32 arrays: the tensor core reads 19 of their 32 bits.
+C_TYPES = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
 
 # CUDA's hard limits on a launch (all current architectures).
 MAX_THREADS_PER_BLOCK = 1024
@@ -211,6 +213,24 @@ class Variant:
     shadows: Path | None = None  # the template this user variant hides
 
     # -- parameters
+
+    def dtype(self, values: Mapping[str, object]) -> str:
+        """The input type these parameters run: DTYPE where the variant has it, else its one type."""
+        return str(values.get("DTYPE", self.dtypes[0]))
+
+    def for_dtype(self, dtype: str | None, overrides: Mapping[str, object] | None = None) -> dict:
+        """`overrides` with DTYPE set for --dtype; an error when the variant has no kernel for it."""
+        out = dict(overrides or {})
+        if dtype is None:
+            return out
+        if dtype not in self.dtypes:
+            raise GemmlabError(f"variant '{self.name}' runs {', '.join(self.dtypes)}, not {dtype}",
+                               hint=f"`gemmlab list --dtype {dtype}` shows the variants that run {dtype}")
+        if "DTYPE" in self.params:
+            if "DTYPE" in out and str(out["DTYPE"]) != dtype:
+                raise GemmlabError(f"--dtype {dtype} and -p DTYPE={out['DTYPE']} disagree")
+            out["DTYPE"] = dtype
+        return out
 
     def defaults(self) -> dict:
         return {n: p.default for n, p in self.params.items()}
@@ -398,6 +418,12 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
                 raise _fail(path, f"params.{pname}.default {default!r} is not one of its choices {choices}")
             choices = tuple(choices)
         params[pname] = Param(pname, default, choices, spec.get("help", ""))
+    if "DTYPE" in params:
+        raise _fail(path, "DTYPE is made from 'dtypes'; do not declare it as a parameter")
+    if dtypes != ("fp32",):
+        # The input type becomes a parameter like any other: constraints, launch expressions and the
+        # template see it, sweeps can vary it, and the history tells runs of different types apart.
+        params = {"DTYPE": Param("DTYPE", dtypes[0], dtypes, "input type (--dtype); C is always fp32")} | params
 
     constraints = []
     for i, c in enumerate(meta.get("constraints", [])):

@@ -12,7 +12,7 @@ seed, so the same inputs.
 The protocol is generic (a handler class named by its import path), so it is tested on a CPU with
 handlers that crash and hang on purpose; `GpuJobs` is the real one.
 
-    with Isolated("gemmlab.worker:GpuJobs", (shape, seed, fp64_check), timeout=60) as w:
+    with Isolated("gemmlab.worker:GpuJobs", (shape, seed, fp64_check, dtype), timeout=60) as w:
         info = w.start()                     # {"device": DeviceInfo, "seed": ...}
         result = w.call(("run", compile_rendered(render(variant, params), "sm_90"), 10, True))
 """
@@ -210,11 +210,11 @@ class GpuJobs:
     where `compiled` is a compile.Compiled: the parent renders and compiles (no GPU needed), the
     worker loads the cubin."""
 
-    def __init__(self, shape, seed, fp64_check, phase=None):
+    def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
         from .runner import Problem
         self.phase = phase or (lambda text, expect_s=0.0: None)
         self.phase("make the inputs and the reference")
-        self.problem = Problem(shape, seed, fp64_check=fp64_check)
+        self.problem = Problem(shape, seed, fp64_check=fp64_check, dtype=dtype)
         self.poisoned = False
 
     def info(self) -> dict:

@@ -46,7 +46,7 @@ class FakeGpu:
     """Stands in for worker.GpuJobs on a CPU: a made-up H100; variants named oob crash, named hang
     hang, named slow take 2 ms, others 1 ms."""
 
-    def __init__(self, shape, seed, fp64_check, phase=None):
+    def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
         self.shape, self.seed, self.poisoned = shape, seed, False
 
     def info(self):
