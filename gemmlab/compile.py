@@ -84,7 +84,10 @@ def include_dirs() -> list[str]:
         if os.environ.get(env):
             dirs.append(os.path.join(os.environ[env], "include"))
     dirs.append("/usr/local/cuda/include")
-    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)][:1]
+    found = [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+    # One directory, not a mix of versions: the first that also has crt/mma.h (wmma needs it).
+    whole = [d for d in found if os.path.isfile(os.path.join(d, "crt", "mma.h"))]
+    return (whole or found)[:1]
 
 
 @dataclass
@@ -207,9 +210,16 @@ def _nvrtc_compile(rendered: Rendered, arch: str, options: list[str], version: s
 
 def compile_rendered(rendered: Rendered, arch: str, extra_options: tuple[str, ...] = (),
                      use_cache: bool = True) -> Compiled:
-    """Compile to a cubin for `arch`, or take it from the cache."""
+    """Compile to a cubin for `arch`, or take it from the cache. A variant that names an exact target
+    (wgmma's sm_90a) is compiled for that target, if it is `arch`'s family."""
     t0 = time.perf_counter()
     check_arch(arch)
+    need = rendered.variant.arch
+    if need and need != arch:
+        if need.rstrip("a") != arch.rstrip("a"):
+            raise GemmlabError(f"variant '{rendered.variant.name}' needs {need}; the target here is {arch}",
+                               hint="it uses instructions that exist only on that architecture")
+        arch = check_arch(need)
     options = options_for(arch, extra_options)
     version = nvrtc_version()
     key = hashlib.sha256(json.dumps([FORMAT, rendered.source, options, version]).encode()).hexdigest()[:32]

@@ -183,6 +183,35 @@ def cublas_gemm(A, B, C, dtype: str) -> None:
 
 CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
                  "bf16": "cublasGemmEx BF16"}
+def tensor_map(array, box: tuple[int, ...], dtype: str):
+    """A TMA tensor map over a row-major matrix, for `cp.async.bulk.tensor`: `box` elements of it per
+    copy (contiguous dimension first), 128-byte swizzled in shared memory, zeros outside the matrix.
+    Returned as 128 raw bytes, which cupy passes by value to a `const __grid_constant__` parameter."""
+    import ctypes
+    try:
+        from cuda.bindings import driver as drv
+    except ImportError:
+        raise GemmlabError("TMA variants need cuda-bindings to make their tensor maps",
+                           hint="pip install cuda-bindings") from None
+    kinds = {"bf16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+             "fp16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}
+    if dtype not in kinds:
+        raise GemmlabError(f"gemmlab makes TMA tensor maps for bf16 and fp16, not {dtype}")
+    rows, cols = array.shape
+    err, tmap = drv.cuTensorMapEncodeTiled(
+        kinds[dtype], 2, array.data.ptr, [drv.cuuint64_t(cols), drv.cuuint64_t(rows)],
+        [drv.cuuint64_t(cols * array.itemsize)], [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * 2, drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise GemmlabError(f"cuTensorMapEncodeTiled refused a {rows} x {cols} {dtype} matrix with box "
+                           f"{tuple(box)}: {err.name}",
+                           hint="the box must be at most 256 per dimension and its contiguous side at most "
+                                "128 bytes (the swizzle span); rows must be 16-byte aligned")
+    return np.frombuffer(ctypes.string_at(tmap.getPtr(), 128), dtype=np.dtype((np.void, 128)))[0]
+
+
 _ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)
 
 
@@ -315,6 +344,8 @@ class Problem:
         args = (self.A, self.B, self.C) + dims
         if geo.workspace:
             args += (self.workspace(geo.workspace),)
+        for op, box in geo.tma:  # tensor maps the kernel's TMA copies read A and B through
+            args += (tensor_map(self.A if op == "A" else self.B, box, self.dtype),)
         epilogue, ref = params.get("EPILOGUE"), None
         if epilogue is not None:  # the fused epilogue's inputs, and what C must then be
             args += (np.float32(ALPHA), np.float32(BETA), self.bias())

@@ -8,7 +8,8 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     idea = "one line: what this rung does"
     predict = "optional: what should change against the parent, and by how much"
     predict_x = 1.5                        # optional: that prediction as a speed-up over the parent
-    dtypes = ["fp32"]
+    dtypes = ["fp32"]                      # or several of fp32 tf32 fp16 bf16: then DTYPE is a parameter
+    arch = "sm_90a"                        # optional: the kernel needs this exact target (wgmma)
 
     [params.TILE]
     default = 32
@@ -23,6 +24,11 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     block = ["TILE", "TILE"]
     grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
     smem = "0"                             # dynamic shared memory, bytes
+
+Optional launch keys: `workspace` (bytes of scratch passed after K), `zero_output` (C is zeroed before
+each launch), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps over A and B, passed
+after K: box sizes in elements, contiguous dimension first, 128-byte swizzle) and `[[launch.requires]]`
+(checks on the shape, such as the alignment TMA needs, each with its reason).
     ---#}
 
 Nothing here needs a GPU or cupy.
@@ -182,6 +188,7 @@ class Geometry:
     zero_output: bool = False  # C is set to 0 before each gemm launch (kernels that accumulate into C)
     reduce_grid: tuple[int, int, int] | None = None  # a second kernel, reduce(W, C, M, N, K), after gemm
     reduce_block: tuple[int, int, int] | None = None
+    tma: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (operand, box) per TMA tensor map, in argument order
 
     @property
     def threads(self) -> int:
@@ -207,6 +214,9 @@ class Variant:
     zero_output: str = "false"  # an expression: true for kernels that add into C
     reduce_block: tuple[str, ...] | None = None
     reduce_grid: tuple[str, ...] | None = None
+    tma: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operand (A or B) -> box expressions
+    requires: list[Constraint] = field(default_factory=list)  # checks on M, N, K
+    arch: str | None = None  # an exact target the kernel needs (sm_90a for wgmma)
     predict: str = ""
     predict_x: float | None = None  # the prediction as a number: speed-up over the parent
     builtin: bool = True
@@ -325,6 +335,9 @@ class Variant:
 
     def geometry(self, values: Mapping[str, object], M: int, N: int, K: int) -> Geometry:
         names = dict(values, M=M, N=N, K=K)
+        for c in self.requires:
+            if not evaluate(c.check, names, f"{self.path}: launch.requires"):
+                raise GemmlabError(f"variant '{self.name}' cannot run shape {M}x{N}x{K}: {c.why} ({c.check})")
         grid = self._dims(self.grid, names, "grid")
         block = self._dims(self.block, names, "block")
         smem = evaluate(self.smem, names, f"{self.path}: launch.smem")
@@ -339,7 +352,8 @@ class Variant:
                     f"shape {M}x{N}x{K} needs a grid of {g} blocks for variant '{self.name}'; CUDA allows "
                     f"at most {MAX_GRID_DIM} (x, y, z)", hint="use a larger tile or a smaller shape")
         zero = bool(evaluate(self.zero_output, names, f"{self.path}: launch.zero_output"))
-        return Geometry(grid, block, int(smem), int(workspace), zero, reduce_grid, reduce_block)
+        tma = tuple((op, self._dims(box, names, f"tma.{op}")[:2]) for op, box in self.tma.items())
+        return Geometry(grid, block, int(smem), int(workspace), zero, reduce_grid, reduce_block, tma)
 
 
 def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
@@ -347,7 +361,7 @@ def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
     return GemmlabError(f"bad template header in {where}: {msg}")
 
 
-_TOP_KEYS = {"name", "parent", "idea", "predict", "predict_x", "dtypes", "params", "constraints", "launch"}
+_TOP_KEYS = {"name", "parent", "idea", "predict", "predict_x", "dtypes", "arch", "params", "constraints", "launch"}
 
 
 def load_variant(path: Path, builtin: bool = True) -> Variant:
@@ -394,6 +408,9 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
     predict_x = meta.get("predict_x")
     if predict_x is not None and (isinstance(predict_x, bool) or not isinstance(predict_x, (int, float)) or predict_x <= 0):
         raise _fail(path, "'predict_x' must be a positive number: the predicted speed-up over the parent")
+    arch = meta.get("arch")
+    if arch is not None and not (isinstance(arch, str) and re.fullmatch(r"sm_\d+a?", arch)):
+        raise _fail(path, "'arch' must name a target such as sm_90a")
     dtypes = tuple(meta.get("dtypes", ["fp32"]))
     if not dtypes or any(d not in DTYPES for d in dtypes):
         raise _fail(path, f"dtypes must be a non-empty list from {list(DTYPES)}")
@@ -425,11 +442,15 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
         # template see it, sweeps can vary it, and the history tells runs of different types apart.
         params = {"DTYPE": Param("DTYPE", dtypes[0], dtypes, "input type (--dtype); C is always fp32")} | params
 
-    constraints = []
-    for i, c in enumerate(meta.get("constraints", [])):
-        if not isinstance(c, dict) or not isinstance(c.get("check"), str) or not isinstance(c.get("why"), str):
-            raise _fail(path, f"constraints[{i}] needs a 'check' expression and a 'why' message")
-        constraints.append(Constraint(c["check"], c["why"]))
+    def checks(items, where):
+        out = []
+        for i, c in enumerate(items):
+            if not isinstance(c, dict) or not isinstance(c.get("check"), str) or not isinstance(c.get("why"), str):
+                raise _fail(path, f"{where}[{i}] needs a 'check' expression and a 'why' message")
+            out.append(Constraint(c["check"], c["why"]))
+        return out
+
+    constraints = checks(meta.get("constraints", []), "constraints")
 
     launch = need("launch", dict)
     block = tuple(need("block", list, launch, "launch."))
@@ -448,7 +469,13 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
         if not isinstance(reduce, dict):
             raise _fail(path, "launch.reduce must be a table with block and grid")
         reduce = {k: tuple(map(str, need(k, list, reduce, "launch.reduce."))) for k in ("block", "grid")}
-    unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "reduce"}
+    tma = launch.get("tma", {})
+    if not isinstance(tma, dict) or set(tma) - {"A", "B"} or not all(
+            isinstance(b, list) and len(b) == 2 for b in tma.values()):
+        raise _fail(path, "launch.tma maps A and/or B to a box: 2 expressions, contiguous dimension first")
+    tma = {op: tuple(map(str, box)) for op, box in tma.items()}
+    requires = checks(launch.get("requires", []), "launch.requires")
+    unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "reduce", "tma", "requires"}
     if unknown:
         raise _fail(path, f"unknown launch key(s) {sorted(unknown)}")
 
@@ -457,12 +484,12 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
                       block=tuple(map(str, block)), grid=tuple(map(str, grid)), smem=smem,
                       workspace=workspace, zero_output=zero_output,
                       reduce_block=reduce["block"] if reduce else None, reduce_grid=reduce["grid"] if reduce else None,
-                      predict=predict, predict_x=predict_x, builtin=builtin)
+                      tma=tma, requires=requires, arch=arch, predict=predict, predict_x=predict_x, builtin=builtin)
     # The defaults must be a valid configuration, and the expressions must evaluate.
     broken = variant.violations(variant.defaults())
     if broken:
         raise _fail(path, "the defaults break a constraint: " + "; ".join(broken))
-    variant.geometry(variant.defaults(), 64, 64, 64)
+    variant.geometry(variant.defaults(), 64, 64, 64)  # (a shape every requirement so far accepts)
     return variant
 
 
