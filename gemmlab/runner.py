@@ -328,7 +328,7 @@ class Problem:
                    compile_ms=compiled.compile_ms if not compiled.cached else compiled.lookup_ms,
                    cached=compiled.cached, source=str(variant.path), user=not variant.builtin,
                    dtype=self.dtype)
-        geo = r.geometry = variant.geometry(params, s.M, s.N, s.K)
+        geo = r.geometry = variant.geometry(params, s.M, s.N, s.K, self.device.sms)
         limit = self.device.smem_optin
         if compiled.resources.smem + geo.smem > limit:
             raise GemmlabError(

@@ -20,7 +20,7 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     check = "TILE * TILE <= 1024"        # a Jinja expression over the parameters
     why = "a block holds at most 1024 threads"
 
-    [launch]                               # expressions over M, N, K and the parameters
+    [launch]                               # expressions over M, N, K, SMS and the parameters
     block = ["TILE", "TILE"]
     grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
     smem = "0"                             # dynamic shared memory, bytes
@@ -333,8 +333,10 @@ class Variant:
         b = self._dims(self.block, dict(values, M=1, N=1, K=1), "block")
         return b[0] * b[1] * b[2]
 
-    def geometry(self, values: Mapping[str, object], M: int, N: int, K: int) -> Geometry:
-        names = dict(values, M=M, N=N, K=K)
+    def geometry(self, values: Mapping[str, object], M: int, N: int, K: int, sms: int = 1) -> Geometry:
+        """The launch for shape M x N x K. `SMS`, the GPU's SM count, sizes persistent grids (1 where
+        only the shape's validity is in question)."""
+        names = dict(values, M=M, N=N, K=K, SMS=sms)
         for c in self.requires:
             if not evaluate(c.check, names, f"{self.path}: launch.requires"):
                 raise GemmlabError(f"variant '{self.name}' cannot run shape {M}x{N}x{K}: {c.why} ({c.check})")
