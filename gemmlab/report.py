@@ -347,7 +347,7 @@ def failure_text(r: dict) -> str:
 
 def markdown(doc: dict) -> str:
     """The README's ladder table from a saved `compare --json` document."""
-    lines = ["| variant | params | ms | TFLOP/s | % of FP32 peak | % of cuBLAS | x previous |",
+    lines = [f"| variant | params | ms | TFLOP/s | % of {doc.get('dtype', 'fp32').upper()} peak | % of cuBLAS | x previous |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in doc["rows"]:
         if r["status"] not in ("PASS",):

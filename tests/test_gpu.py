@@ -17,12 +17,29 @@ from conftest import GOOD_BODY, ROOT, write_template
 pytestmark = pytest.mark.gpu
 
 CONFIGS = [(v.name, p) for v in gemmlab.catalog().ladder() for p in v.sample()]
-SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (4096, 4096, 4096)]
+# Odd shapes first; (257, 136, 104) and (1000, 1000, 520) are odd where TMA allows (N, K multiples of 8).
+SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (257, 136, 104), (1000, 1000, 520),
+          (4096, 4096, 4096)]
 
 
 @pytest.fixture(scope="module")
 def problems():
-    return {s: Problem(Shape(*s)) for s in SHAPES}
+    """Problem(shape, dtype), made when first asked for and kept for the module."""
+    made = {}
+
+    def get(shape, dtype):
+        if (shape, dtype) not in made:
+            made[(shape, dtype)] = Problem(Shape(*shape), dtype=dtype)
+        return made[(shape, dtype)]
+    return get
+
+
+def runnable(v, params, shape) -> bool:
+    try:
+        v.geometry(params, *shape)
+        return True
+    except gemmlab.GemmlabError:  # a shape the rung states it cannot take (TMA alignment)
+        return False
 
 
 @pytest.mark.parametrize("name,params", CONFIGS, ids=[f"{n}-{p}" for n, p in CONFIGS])
@@ -30,8 +47,10 @@ def test_every_config_is_correct(name, params, problems):
     v = gemmlab.catalog().get(name)
     compiled = gemmlab.build(v, params, use_cache=False)  # a real NVRTC compile, whatever ran before
     assert compiled.resources.registers > 0 and compiled.resources.spills == 0
-    for shape, problem in problems.items():
-        r = problem.run(v, params, compiled, timed=False)
+    shapes = [s for s in SHAPES if runnable(v, params, s)]
+    assert len(shapes) >= 3
+    for shape in shapes:
+        r = problems(shape, v.dtype(params)).run(v, params, compiled, timed=False)
         assert r.error is None, r.error
         assert r.check.unwritten == 0, f"{name} {params} {shape}: {r.check.unwritten} outputs not written"
         assert r.check.passed, f"{name} {params} {shape}: rel err {r.check.rel_err:.2e}"

@@ -1,0 +1,185 @@
+"""Input types and the tensor-core rungs: DTYPE as a parameter, the instruction class in the SASS, the
+TMA contract (alignment, arch), the fused epilogue, the peaks; and on a GPU, the references, cuBLAS per
+type and clear errors from the tensor-map encoder."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import gemmlab
+from gemmlab.cli import cli
+from gemmlab.compile import compile_rendered, sass
+from gemmlab.device import DeviceInfo
+from gemmlab.errors import GemmlabError
+from gemmlab.render import render
+from gemmlab.runner import ITEM_BYTES, TOLERANCES, Shape
+from gemmlab.templates import DTYPES, discover
+from conftest import write_template
+
+TENSOR = ["wmma", "mma", "wgmma", "wgmma_ws"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_dtype_is_a_parameter_of_variants_with_several_types():
+    cat = discover()
+    assert "DTYPE" not in cat.get("pipelined").params and cat.get("pipelined").dtypes == ("fp32",)
+    wmma = cat.get("wmma")
+    assert wmma.params["DTYPE"].choices == wmma.dtypes == ("bf16", "fp16", "tf32")
+    assert wmma.dtype(wmma.defaults()) == "bf16" and wmma.for_dtype("tf32") == {"DTYPE": "tf32"}
+    assert cat.get("wgmma").dtypes == ("bf16", "fp16")  # wgmma reads tf32 B only K-major: not offered
+    with pytest.raises(GemmlabError, match="runs fp32, not bf16"):
+        cat.get("tiled").for_dtype("bf16")
+    with pytest.raises(GemmlabError, match="disagree"):
+        wmma.for_dtype("fp16", {"DTYPE": "tf32"})
+    assert set(TOLERANCES) == set(ITEM_BYTES) == set(DTYPES)
+
+
+def test_declaring_dtype_as_a_parameter_is_refused(user_dir):
+    write_template(user_dir, "dt", "", header_extra='[params.DTYPE]\ndefault = "bf16"\n')
+    cat = discover((user_dir,))
+    assert "DTYPE is made from 'dtypes'" in cat.broken["dt"].message
+
+
+def test_memory_estimate_counts_the_fp32_copies_of_16_bit_inputs():
+    s = Shape(1000, 2000, 3000)
+    inputs = 1000 * 3000 + 3000 * 2000
+    assert s.bytes_needed(dtype="bf16") - s.bytes_needed(dtype="fp32") == (2 + 4 - 4) * inputs
+
+
+@pytest.mark.parametrize("name,dtype,needle", [
+    # wmma's 16x16x8 tf32 fragments become m16n8k4 instructions, half the K of mma's m16n8k8
+    ("wmma", "bf16", "HMMA.16816.F32.BF16"), ("wmma", "tf32", "HMMA.1684.F32.TF32"),
+    ("mma", "fp16", "HMMA.16816.F32"), ("mma", "tf32", "HMMA.1688.F32.TF32"),
+    ("wgmma", "bf16", "HGMMA.64x256x16.F32.BF16"), ("wgmma_ws", "fp16", "HGMMA.64x256x16.F32"),
+])
+def test_sass_has_the_tensor_core_instruction(name, dtype, needle):
+    v = discover().get(name)
+    compiled = compile_rendered(render(v, v.resolve(v.for_dtype(dtype))), "sm_90")
+    text = sass(compiled)
+    assert needle in text, f"{name} {dtype}: no {needle} in its SASS"
+    if name.startswith("wgmma"):
+        assert compiled.arch == "sm_90a" and "HMMA" not in text and "FFMA " not in text
+
+
+def test_wgmma_needs_hopper():
+    v = discover().get("wgmma")
+    with pytest.raises(GemmlabError, match="needs sm_90a; the target here is sm_80"):
+        compile_rendered(render(v, v.defaults()), "sm_80")
+
+
+def test_setmaxnreg_takes_effect():
+    """ptxas ignores setmaxnreg (warning C7508) unless the kernel's register count is capped at entry."""
+    v = discover().get("wgmma_ws")
+    compiled = compile_rendered(render(v, v.defaults()), "sm_90", use_cache=False)
+    assert "C7508" not in compiled.log and "USETMAXREG" in sass(compiled)
+    assert compiled.resources.registers * v.threads(v.defaults()) <= 65536
+
+
+def test_tma_rungs_state_their_alignment_and_boxes():
+    v = discover().get("wgmma")
+    geo = v.geometry(v.defaults(), 257, 136, 104)
+    assert geo.tma == (("A", (64, 128)), ("B", (64, 64))) and geo.smem > 48 * 1024
+    with pytest.raises(GemmlabError, match="K .A's rows. and N .B's rows. must be multiples of 8"):
+        v.geometry(v.defaults(), 256, 130, 256)
+    ws = discover().get("wgmma_ws")
+    assert ws.geometry(ws.defaults(), 4096, 4096, 4096, sms=132).grid == (132, 1, 1)  # persistent
+    assert ws.geometry(ws.defaults(), 128, 256, 64, sms=132).grid == (1, 1, 1)
+
+
+def test_tma_box_must_be_two_expressions(user_dir):
+    write_template(user_dir, "box", "", header_extra="[launch.tma]\nA = [\"64\"]\n")
+    assert "2 expressions" in discover((user_dir,)).broken["box"].message
+
+
+@pytest.mark.parametrize("epilogue,needle", [("alpha_beta", "alpha * ("), ("bias_relu", "fmaxf(")])
+def test_epilogue_is_fused_into_the_store(epilogue, needle):
+    for name in TENSOR:
+        v = discover().get(name)
+        src = render(v, v.resolve({"EPILOGUE": epilogue})).source
+        assert "float alpha, float beta, const float* __restrict__ bias" in src and needle in src, name
+        assert needle not in render(v, v.defaults()).source
+
+
+def test_tensor_peaks():
+    h100 = DeviceInfo(0, "H100", (9, 0), 132, 1980000, 2619000, 5120, 50 << 20, 80 << 30, 48 << 10,
+                      227 << 10, 228 << 10, 65536, 2048, "13.0", "13.0")
+    assert h100.peak("bf16") == h100.peak("fp16") == 2 * h100.peak("tf32") == 132 * 4096 * 1.98e9
+    assert h100.peak("fp32") == h100.peak_fp32 == 132 * 128 * 2 * 1.98e9
+    assert set(h100.to_json()["peak_tflops"]) == set(DTYPES)
+    assert any("BF16 tensor peak" in row[0] for row in h100.derivation())
+    old = DeviceInfo(**{**h100.__dict__, "cc": (7, 5)})
+    with pytest.raises(GemmlabError, match="tensor-core rate"):
+        old.peak("bf16")
+
+
+def test_cli_list_show_build_take_dtype():
+    r = invoke("list", "--dtype", "bf16", "--json")
+    assert r.exit_code == 0 and [v["name"] for v in json.loads(r.output)] == TENSOR
+    r = invoke("show", "--variant", "wmma", "--dtype", "tf32")
+    assert r.exit_code == 0 and "wmma::precision::tf32" in r.output
+    r = invoke("show", "--variant", "tiled", "--dtype", "bf16")
+    assert r.exit_code == 1 and "runs fp32, not bf16" in r.output and "Traceback" not in r.output
+    r = invoke("build", "--variant", "mma", "--dtype", "tf32", "--arch", "sm_90", "--json")
+    rows = json.loads(r.output)["rows"]
+    assert r.exit_code == 0 and [row["params"]["DTYPE"] for row in rows] == ["tf32"] and rows[0]["spills"] == 0
+
+
+# ---------------------------------------------------------------------------- on a GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cublas_and_reference_per_dtype(dtype):
+    from gemmlab.runner import Problem
+    p = Problem(Shape(257, 136, 104), dtype=dtype)
+    assert p.A.dtype.itemsize == ITEM_BYTES[dtype] and p.C.dtype.name == "float32"
+    r = p.cublas(min_reps=1)
+    assert r.check.passed and r.dtype == dtype
+    # the float64 check sees the same inputs: for 16-bit types only the order of the sums differs
+    q = Problem(Shape(257, 136, 104), seed=p.seed, dtype=dtype, fp64_check=True)
+    assert float(abs(q.ref - p.ref.astype(q.ref.dtype)).max()) < 1e-3
+
+
+@pytest.mark.gpu
+def test_bf16_rounds_to_nearest_even():
+    import cupy
+    import numpy as np
+    from gemmlab.runner import from_bf16, to_bf16
+    x = cupy.asarray(np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5, 3.14159265], np.float32))
+    got = from_bf16(to_bf16(x)).get()
+    assert got.tolist() == [1.0, 1.0, 1 + 2**-6, -2.5, 3.140625]
+
+
+@pytest.mark.gpu
+def test_tensor_map_errors_are_clear():
+    import cupy
+    from gemmlab.runner import tensor_map
+    a = cupy.zeros((64, 64), dtype=cupy.float16)
+    assert tensor_map(a, (64, 64), "fp16").nbytes == 128
+    with pytest.raises(GemmlabError, match="cuTensorMapEncodeTiled refused a 64 x 64 fp16 matrix with box .512, 64."):
+        tensor_map(a, (512, 64), "fp16")
+    with pytest.raises(GemmlabError, match="bf16 and fp16, not tf32"):
+        tensor_map(cupy.zeros((64, 64), dtype=cupy.float32), (32, 64), "tf32")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TENSOR)
+@pytest.mark.parametrize("epilogue", ["alpha_beta", "bias_relu"])
+def test_epilogues_on_the_gpu(name, epilogue):
+    from gemmlab.runner import Problem
+    v = gemmlab.catalog().get(name)
+    params = v.resolve({"EPILOGUE": epilogue})
+    r = Problem(Shape(300, 264, 136), dtype=v.dtype(params)).run(v, params, gemmlab.build(v, params), timed=False)
+    assert r.status == "PASS", (r.error, r.check)
+
+
+@pytest.mark.gpu
+def test_cli_compare_bf16_ladder():
+    r = invoke("compare", "--dtype", "bf16", "-M", "200", "-N", "136", "-K", "104", "--json", "--reps", "1")
+    doc = json.loads(r.output)
+    assert r.exit_code == 0, r.output
+    assert doc["dtype"] == "bf16" and [row["variant"] for row in doc["rows"]] == TENSOR + ["cuBLAS"]
+    assert all(row["status"] == "PASS" and row["dtype"] == "bf16" for row in doc["rows"])
