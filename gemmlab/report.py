@@ -363,12 +363,14 @@ def versus_markdown(docs: list[dict], variant: str) -> str:
     """One variant against cuBLAS at each shape of several saved `compare --json` documents: the
     README's table (from the same run, so the ratio is side by side)."""
     lines = [f"| M x N x K | {variant} TFLOP/s | cuBLAS TFLOP/s | {variant} / cuBLAS |", "|---|---:|---:|---:|"]
-    for doc in sorted(docs, key=lambda d: (d["shape"]["M"] * d["shape"]["N"] * d["shape"]["K"])):
+    for doc in sorted(docs, key=lambda d: (d["shape"]["M"] * d["shape"]["N"] * d["shape"]["K"], d.get("dtype", "fp32"))):
         rows = {r["variant"]: r for r in doc["rows"]}
         mine, cublas = rows.get(variant), rows.get("cuBLAS")
         if not mine or not cublas:
             continue
         shape = "x".join(str(doc["shape"][k]) for k in "MNK")
+        if doc.get("dtype", "fp32") != "fp32":
+            shape += f" {doc['dtype']}"
         if mine["status"] != "PASS":
             lines.append(f"| {shape} | {mine['status']} | {_f(cublas['tflops'], '.2f')} | - |")
             continue

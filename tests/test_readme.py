@@ -73,3 +73,18 @@ def test_readme_scaling_table_is_the_committed_result():
     doc = json.loads((ROOT / "benchmarks" / "h100-scaling.json").read_text())
     readme = (ROOT / "README.md").read_text()
     assert report.scaling_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme
+
+
+def test_readme_tensor_tables_are_the_committed_results():
+    readme = (ROOT / "README.md").read_text()
+    paths = sorted((ROOT / "benchmarks").glob("h100-tensor-*.json"))
+    docs = {p.name: json.loads(p.read_text()) for p in paths}
+    assert {f"h100-tensor-{d}-4096.json" for d in ("bf16", "fp16", "tf32")} <= set(docs)
+    for name, doc in docs.items():
+        assert doc["dtype"] in name and all(r["status"] == "PASS" and r["dtype"] == doc["dtype"] for r in doc["rows"])
+        assert f"commit `{doc['commit']}`" in readme
+        if name.endswith("-4096.json"):
+            assert report.markdown(doc) in readme, f"paste `gemmlab report --markdown benchmarks/{name}`"
+    sixteen = [d for d in docs.values() if d["dtype"] in ("bf16", "fp16")]
+    assert report.versus_markdown(sixteen, "wgmma_ws") in readme, (
+        "paste `gemmlab report --versus wgmma_ws benchmarks/h100-tensor-*16-*.json`")
