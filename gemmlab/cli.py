@@ -628,13 +628,14 @@ def occupancy(plot_path, as_json, as_csv):
 @click.option("-N", "n", type=click.IntRange(min=1), help="N (overrides --size).")
 @click.option("-K", "k", type=click.IntRange(min=1), help="K (overrides --size).")
 @output_options
+@dtype_option
 @kernels_dir_option
-def profile_cmd(name, tile, reg, raw_params, size, m, n, k, as_json, as_csv, kernels_dirs):
+def profile_cmd(name, tile, reg, raw_params, size, m, n, k, dtype, as_json, as_csv, kernels_dirs):
     """One launch of a variant under ncu: throughput, occupancy, bank conflicts, stalls, DRAM bytes."""
     from .profile import profile
     fmt = output_format(as_json, as_csv)
     v = catalog(kernels_dirs).get(name)
-    params = v.resolve(overrides(tile, reg, raw_params))  # bad input fails here, not under ncu
+    params = v.resolve(v.for_dtype(dtype, overrides(tile, reg, raw_params)))  # bad input fails here, not under ncu
     shape = make_shape(size, m, n, k)
     args = ["--variant", v.name, "-M", str(shape.M), "-N", str(shape.N), "-K", str(shape.K), "--timeout", "600"]
     args += [a for kv in params.items() for a in ("-p", f"{kv[0]}={show_value(kv[1])}")]
