@@ -11,4 +11,4 @@ for size in 4096 8192; do
     gemmlab compare --dtype $dtype --variants $variants --size $size --out "$out/tensor-$dtype-$size.json" || true
   done
 done
-gemmlab compare --dtype tf32 --variants wmma,mma --size 4096 --out "$out/tensor-tf32-4096.json" || true
+gemmlab compare --dtype tf32 --variants wmma,mma,wgmma_tf32 --size 4096 --out "$out/tensor-tf32-4096.json" || true

@@ -194,9 +194,10 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
         raise GemmlabError("TMA variants need cuda-bindings to make their tensor maps",
                            hint="pip install cuda-bindings") from None
     kinds = {"bf16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-             "fp16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}
+             "fp16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             "tf32": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}  # FP32 bits; the MMA reads 19
     if dtype not in kinds:
-        raise GemmlabError(f"gemmlab makes TMA tensor maps for bf16 and fp16, not {dtype}")
+        raise GemmlabError(f"gemmlab makes TMA tensor maps for {', '.join(kinds)}, not {dtype}")
     rows, cols = array.shape
     err, tmap = drv.cuTensorMapEncodeTiled(
         kinds[dtype], 2, array.data.ptr, [drv.cuuint64_t(cols), drv.cuuint64_t(rows)],

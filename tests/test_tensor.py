@@ -17,7 +17,8 @@ from gemmlab.runner import ITEM_BYTES, TOLERANCES, Shape
 from gemmlab.templates import DTYPES, discover
 from conftest import write_template
 
-TENSOR = ["wmma", "mma", "wgmma", "wgmma_ws"]
+TENSOR = ["wmma", "mma", "wgmma", "wgmma_ws", "wgmma_tf32"]
+SIXTEEN = TENSOR[:4]  # the rungs that run bf16 and fp16
 
 
 def invoke(*args):
@@ -55,6 +56,7 @@ def test_memory_estimate_counts_the_fp32_copies_of_16_bit_inputs():
     ("wmma", "bf16", "HMMA.16816.F32.BF16"), ("wmma", "tf32", "HMMA.1684.F32.TF32"),
     ("mma", "fp16", "HMMA.16816.F32"), ("mma", "tf32", "HMMA.1688.F32.TF32"),
     ("wgmma", "bf16", "HGMMA.64x256x16.F32.BF16"), ("wgmma_ws", "fp16", "HGMMA.64x256x16.F32"),
+    ("wgmma_tf32", "tf32", "HGMMA.64x256x8.F32.TF32"),
 ])
 def test_sass_has_the_tensor_core_instruction(name, dtype, needle):
     v = discover().get(name)
@@ -118,7 +120,9 @@ def test_tensor_peaks():
 
 def test_cli_list_show_build_take_dtype():
     r = invoke("list", "--dtype", "bf16", "--json")
-    assert r.exit_code == 0 and [v["name"] for v in json.loads(r.output)] == TENSOR
+    assert r.exit_code == 0 and [v["name"] for v in json.loads(r.output)] == SIXTEEN
+    r = invoke("list", "--dtype", "tf32", "--json")
+    assert [v["name"] for v in json.loads(r.output)] == ["wmma", "mma", "wgmma_tf32"]
     r = invoke("show", "--variant", "wmma", "--dtype", "tf32")
     assert r.exit_code == 0 and "wmma::precision::tf32" in r.output
     r = invoke("show", "--variant", "tiled", "--dtype", "bf16")
@@ -161,8 +165,8 @@ def test_tensor_map_errors_are_clear():
     assert tensor_map(a, (64, 64), "fp16").nbytes == 128
     with pytest.raises(GemmlabError, match="cuTensorMapEncodeTiled refused a 64 x 64 fp16 matrix with box .512, 64."):
         tensor_map(a, (512, 64), "fp16")
-    with pytest.raises(GemmlabError, match="bf16 and fp16, not tf32"):
-        tensor_map(cupy.zeros((64, 64), dtype=cupy.float32), (32, 64), "tf32")
+    with pytest.raises(GemmlabError, match="bf16, fp16, tf32, not fp32"):
+        tensor_map(cupy.zeros((64, 64), dtype=cupy.float32), (32, 64), "fp32")
 
 
 @pytest.mark.gpu
@@ -181,5 +185,5 @@ def test_cli_compare_bf16_ladder():
     r = invoke("compare", "--dtype", "bf16", "-M", "200", "-N", "136", "-K", "104", "--json", "--reps", "1")
     doc = json.loads(r.output)
     assert r.exit_code == 0, r.output
-    assert doc["dtype"] == "bf16" and [row["variant"] for row in doc["rows"]] == TENSOR + ["cuBLAS"]
+    assert doc["dtype"] == "bf16" and [row["variant"] for row in doc["rows"]] == SIXTEEN + ["cuBLAS"]
     assert all(row["status"] == "PASS" and row["dtype"] == "bf16" for row in doc["rows"])
