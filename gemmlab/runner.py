@@ -28,6 +28,9 @@ TOLERANCES = {"fp32": FP32_TOL, "tf32": 2e-3, "fp16": 1e-2, "bf16": 1e-2}
 # C = alpha * A@B + beta * C (alpha_beta), C = max(A@B + bias[col], 0) (bias_relu), or plain A@B (none).
 ALPHA, BETA = 1.5, -0.75  # neither 0 nor 1, so that a kernel that ignores one of them fails the check
 ITEM_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
+                 "bf16": "cublasGemmEx BF16"}
+_ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)  # alpha and beta for cuBLAS (host pointers)
 FLUSH_BYTES = 256 << 20  # larger than any L2 so far (H100: 50 MB), as in Triton's do_bench
 INT32_MAX = 2**31 - 1
 
@@ -181,8 +184,6 @@ def cublas_gemm(A, B, C, dtype: str) -> None:
                   C.data.ptr, rt.CUDA_R_32F, N, compute, cublas.CUBLAS_GEMM_DEFAULT)
 
 
-CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
-                 "bf16": "cublasGemmEx BF16"}
 def tensor_map(array, box: tuple[int, ...], dtype: str):
     """A TMA tensor map over a row-major matrix, for `cp.async.bulk.tensor`: `box` elements of it per
     copy (contiguous dimension first), 128-byte swizzled in shared memory, zeros outside the matrix.
@@ -201,7 +202,8 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
     rows, cols = array.shape
     err, tmap = drv.cuTensorMapEncodeTiled(
         kinds[dtype], 2, array.data.ptr, [drv.cuuint64_t(cols), drv.cuuint64_t(rows)],
-        [drv.cuuint64_t(cols * array.itemsize)], [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * 2, drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        [drv.cuuint64_t(cols * array.itemsize)], [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * 2,
+        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
@@ -211,9 +213,6 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
                            hint="the box must be at most 256 per dimension and its contiguous side at most "
                                 "128 bytes (the swizzle span); rows must be 16-byte aligned")
     return np.frombuffer(ctypes.string_at(tmap.getPtr(), 128), dtype=np.dtype((np.void, 128)))[0]
-
-
-_ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)
 
 
 class Problem:
