@@ -1,6 +1,7 @@
 """The Python API, one stage at a time: find a template, render it, compile it, run, check, time.
 
     python examples/api_tour.py [--variant tiled] [-p TILE=16] [--size 2048]
+    python examples/api_tour.py --variant wgmma_ws -p DTYPE=fp16      # a tensor-core rung
 
 Render and compile need no GPU; run needs one.
 """
@@ -33,8 +34,10 @@ r = compiled.resources
 print(f"  {device.arch}: {r.registers} registers, {r.smem} B shared, {r.spills} B spilled, "
       + ("from the cache" if compiled.cached else f"compiled in {compiled.compile_ms:.0f} ms"))
 
-# 4. Run on fresh random inputs, check against cupy.matmul, and time it (only if it is right).
-problem = Problem(Shape(args.size, args.size, args.size))
+# 4. Run on fresh random inputs of the variant's input type (DTYPE, or fp32), check them against
+#    cupy.matmul, and time it (only if it is right).
+dtype = variant.dtype(params)
+problem = Problem(Shape(args.size, args.size, args.size), dtype=dtype)
 result = problem.run(variant, params, compiled)
 cublas = problem.cublas()
 c = result.check
@@ -42,5 +45,5 @@ print(f"  check: {result.status} (relative error {c.rel_err:.1e} against {c.refe
 if result.valid_time:
     tflops = problem.shape.flops / (result.valid_time * 1e-3) / 1e12
     print(f"  {result.valid_time:.3f} ms median of {result.timing.reps}: {tflops:.2f} TFLOP/s, "
-          f"{100 * tflops * 1e12 / device.peak_fp32:.1f}% of FP32 peak, "
+          f"{100 * tflops * 1e12 / device.peak(dtype):.1f}% of the {dtype.upper()} peak, "
           f"{100 * cublas.valid_time / result.valid_time:.1f}% of cuBLAS")

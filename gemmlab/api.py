@@ -4,8 +4,10 @@
     v = cat.get("tiled"); params = v.resolve({"TILE": 16})  # validate parameters
     compiled = gemmlab.build(v, params)                    # render + NVRTC (cached), no GPU needed
     v, params, why = gemmlab.choose(1024, 1024, 1024)      # or let `auto` pick for a shape
-    problem = gemmlab.Problem(gemmlab.Shape(1024, 1024, 1024))
+    problem = gemmlab.Problem(gemmlab.Shape(1024, 1024, 1024), dtype=v.dtype(params))
     result = problem.run(v, params, compiled)               # check against cupy.matmul, then time
+
+A tensor-core variant takes its input type as the parameter DTYPE: v.resolve({"DTYPE": "bf16"}).
 """
 
 from __future__ import annotations
