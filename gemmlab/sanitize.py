@@ -164,8 +164,8 @@ def _child(job_path: str) -> None:
         from .device import cuda
         from .runner import Problem
         cuda().cuda.set_allocator(None)  # one cudaMalloc per array: the sanitizer sees every array's end
-        problem = Problem(job["shape"], job["seed"])
         rendered = job["rendered"]
+        problem = Problem(job["shape"], job["seed"], dtype=rendered.variant.dtype(rendered.params))
         compiled = compile_rendered(rendered, problem.device.arch)
         r = problem.run(rendered.variant, rendered.params, compiled, timed=False)
         check = {"status": r.status, "error": r.error, "rel_err": r.check.rel_err if r.check else None,
