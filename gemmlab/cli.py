@@ -116,7 +116,8 @@ def shape_options(f):
 def dtype_option(f):
     return click.option("--dtype", type=click.Choice(DTYPES),
                         help="Input type: fp32 (CUDA cores), or tf32, fp16, bf16 (tensor cores; C is fp32). "
-                             "Default: the variant's first type (fp32 for compare).")(f)
+                             "Default: the variant's first type (compare: the first named variant's, "
+                             "else fp32).")(f)
 
 
 def output_options(f):
@@ -660,6 +661,7 @@ def compare(ctx, variants, kernels_dirs, **common):
     cat = catalog(kernels_dirs)
     if variants:
         chosen = [cat.get(x.strip()) for x in variants.split(",") if x.strip()]
+        opts.dtype = common["dtype"] or (chosen[0].dtypes[0] if chosen else "fp32")  # wgmma,wgmma_ws: bf16
     else:  # the ladder of this input type
         chosen = [v for v in cat.ladder() if opts.dtype in v.dtypes]
     if not chosen:

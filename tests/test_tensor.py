@@ -187,3 +187,11 @@ def test_cli_compare_bf16_ladder():
     assert r.exit_code == 0, r.output
     assert doc["dtype"] == "bf16" and [row["variant"] for row in doc["rows"]] == SIXTEEN + ["cuBLAS"]
     assert all(row["status"] == "PASS" and row["dtype"] == "bf16" for row in doc["rows"])
+
+
+def test_compare_takes_its_type_from_the_first_named_variant():
+    """`compare --variants tiled,wmma` runs tiled's fp32, which wmma does not have: one clear error,
+    before any GPU work (so this runs on a CPU too)."""
+    r = invoke("compare", "--variants", "tiled,wmma", "--size", "64")
+    assert r.exit_code == 1 and "variant 'wmma' runs bf16, fp16, tf32, not fp32" in r.output
+    assert "Traceback" not in r.output
