@@ -51,7 +51,7 @@ def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
 
 
 def test_the_fp32_ladder_is_emulated():
-    assert {"naive", "tiled", "blocktile1d", "warptile", "splitk_atomic"} <= set(PLAIN)
+    assert {"naive", "tiled", "blocktile1d", "warptile", "splitk_atomic", "skinny"} <= set(PLAIN)
 
 
 @pytest.mark.parametrize("name", PLAIN)
@@ -60,6 +60,18 @@ def test_plain_kernels_compute_the_product(tmp_path, name):
     for shape, (err, unwritten) in emulate(tmp_path, v, v.defaults()).items():
         assert unwritten == 0, f"{name} {shape}: {unwritten} elements of C not written"
         assert err < 1e-5, f"{name} {shape}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("params,shapes", [
+    ({"BM": 1, "SPLIT_K": 1}, SHAPES),  # no split: plain stores
+    ({"BM": 4, "WARPS": 4, "UNROLL": 16}, SHAPES),  # float4 reads of A, fewer warps
+    ({"BM": 32, "UNROLL": 8}, SHAPES),
+    ({"BM": 2, "WARPS": 4, "SPLIT_K": 64}, [(3, 129, 1000), (2, 33, 65)]),  # more slices than K has rows
+])
+def test_skinny_configurations(tmp_path, params, shapes):
+    v = gemmlab.catalog().get("skinny")
+    results = emulate(tmp_path, v, v.resolve(params), shapes)
+    assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
 
 
 def test_the_emulator_catches_a_wrong_kernel(tmp_path):
