@@ -276,13 +276,20 @@ class Problem:
         return self._bias
 
     def epilogue_reference(self, epilogue: str):
-        """The reference after a fused epilogue: alpha*AB + beta*C0 (C0 random), or relu(AB + bias)."""
+        """The reference after a fused epilogue: alpha*AB + beta*C0 (C0 random), or relu(AB + bias).
+        These are two more arrays the size of C, beyond what `Shape.bytes_needed` counted."""
         cupy = self.cupy
-        if epilogue == "alpha_beta":
-            self.C0 = cupy.random.default_rng(self.seed + 2).standard_normal(self.C.shape, dtype=cupy.float32)
-            return ALPHA * self.ref + BETA * self.C0.astype(self.ref.dtype)
-        if epilogue == "bias_relu":
-            return cupy.maximum(self.ref + self.bias().astype(self.ref.dtype), 0)
+        try:
+            if epilogue == "alpha_beta":
+                self.C0 = cupy.random.default_rng(self.seed + 2).standard_normal(self.C.shape, dtype=cupy.float32)
+                return ALPHA * self.ref + BETA * self.C0.astype(self.ref.dtype)
+            if epilogue == "bias_relu":
+                return cupy.maximum(self.ref + self.bias().astype(self.ref.dtype), 0)
+        except cupy.cuda.memory.OutOfMemoryError:
+            self.C0 = None
+            raise GemmlabError(f"out of GPU memory checking the {epilogue} epilogue on shape {self.shape}: it needs "
+                               f"two more arrays the size of C ({2 * self.C.nbytes / 2**30:.1f} GiB)",
+                               hint="choose a smaller shape, or EPILOGUE=none") from None
         if epilogue == "none":
             return None
         raise GemmlabError(f"unknown EPILOGUE {epilogue!r}: gemmlab knows none, alpha_beta and bias_relu")
