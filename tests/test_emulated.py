@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (
 
 def plain(v) -> bool:
     """Variants whose default kernel the emulator can run."""
-    if v.dtypes != ("fp32",) and list(v.dtypes) != ["fp32"]:
+    if list(v.dtypes) != ["fp32"]:
         return False
     geo = v.geometry(v.defaults(), 64, 64, 64)
     return "asm" not in render(v).source and not geo.workspace and geo.reduce_grid is None and not geo.tma
