@@ -286,7 +286,7 @@ class Problem:
             if epilogue == "bias_relu":
                 return cupy.maximum(self.ref + self.bias().astype(self.ref.dtype), 0)
         except cupy.cuda.memory.OutOfMemoryError:
-            self.C0 = None
+            self.C0 = None  # free it if the reference after it was what did not fit
             raise GemmlabError(f"out of GPU memory checking the {epilogue} epilogue on shape {self.shape}: it needs "
                                f"two more arrays the size of C ({2 * self.C.nbytes / 2**30:.1f} GiB)",
                                hint="choose a smaller shape, or EPILOGUE=none") from None

@@ -18,9 +18,7 @@ using std::min;
 struct dim3 { unsigned x, y, z; };
 thread_local dim3 threadIdx;
 dim3 blockIdx, blockDim, gridDim;
-struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
-inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 std::unique_ptr<std::barrier<>> block_barrier;
@@ -29,13 +27,11 @@ inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y
 inline void __syncthreads() { block_barrier->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { warp_barriers[linear_thread() / 32]->arrive_and_wait(); }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
-template <class T> inline T __ldg(const T* p) { return *p; }
 
 alignas(128) float smem[1 << 16];  // dynamic shared memory: 256 KB, more than an SM has
 
 #define __global__
 #define __device__
-#define __host__
 #define __forceinline__ inline
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
