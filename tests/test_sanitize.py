@@ -54,7 +54,7 @@ def test_memcheck_out_of_bounds_and_the_failed_calls_after_it():
     assert oob["code"] == "acc += A[row * K + k] * B[k * N + col];" and oob["example"] == "thread (0,1,0) block (7,16,0)"
     assert oob["detail"] == ("Access to 0x7f4881818584 is out of bounds and is 1 bytes after the nearest "
                              "allocation at 0x7f4881800000 of size 99,716 bytes")
-    assert api["what"].startswith('later CUDA API calls failed: "unspecified launch failure"')
+    assert api["what"] == 'CUDA API calls failed: "unspecified launch failure"'
     assert api["count"] == 4 and api["where"] == "(host)"
 
 
@@ -73,6 +73,7 @@ def test_command_checks_only_our_kernel():
     argv = sanitize.command("/x/compute-sanitizer", "memcheck", Path("/tmp/job.pickle"))
     assert argv[:3] == ["/x/compute-sanitizer", "--tool", "memcheck"]
     assert "kne=gemm" in argv and "--padding" in argv and argv[-2:] == ["gemmlab.sanitize", "/tmp/job.pickle"]
+    assert argv[argv.index("--report-api-errors") + 1] == "no"  # host API errors are not the kernel's findings
     assert "--padding" not in sanitize.command("cs", "racecheck", Path("j"))
     with pytest.raises(GemmlabError):
         sanitize.command("cs", "nosuchtool", Path("j"))
