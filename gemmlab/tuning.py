@@ -98,11 +98,13 @@ def wave_efficiency(tiles: int, sms: int) -> float:
 
 
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
-    """(variant, parameter overrides, why) from the shape alone: pipelined's 128 x 256 tile where its
-    blocks fill the SMs' waves, its 64 x 128 tile where that fills them better, and for small or skinny
-    C that tile with K split until there are blocks enough (the shape of most winners in
-    benchmarks/h100-sweep-split/)."""
+    """(variant, parameter overrides, why) from the shape alone: skinny for C of up to 32 rows, else
+    pipelined's 128 x 256 tile where its blocks fill the SMs' waves, its 64 x 128 tile where that fills
+    them better, and for small or skinny C that tile with K split until there are blocks enough (the
+    shape of most winners in benchmarks/h100-sweep-split/)."""
     M, N = shape.M, shape.N
+    if M <= 32:
+        return skinny_rule(shape, sms)
     big = wave_efficiency(math.ceil(M / 128) * math.ceil(N / 256), sms)
     medium = wave_efficiency(math.ceil(M / 64) * math.ceil(N / 128), sms)
     if big >= 0.9:
@@ -112,10 +114,23 @@ def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     # Few tiles: split K as well, until there are 3 blocks an SM, keeping slices of at least 128.
     tiles = math.ceil(M / 64) * math.ceil(N / 128)
     split = 1
-    while split < 16 and tiles * split < 3 * sms and shape.K // (2 * split) >= 128:
+    while split < 128 and tiles * split < 3 * sms and shape.K // (2 * split) >= 128:
         split *= 2
     return ("pipelined", dict(MEDIUM, SPLIT_K=split),
             f"small or skinny C ({tiles} tiles of 64 x 128): K split {split} ways, so that every SM gets work")
+
+
+def skinny_rule(shape, sms: int) -> tuple[str, dict, str]:
+    """skinny for M <= 32: BM rounded up from M, and K split until there are about 6 blocks an SM at
+    BM = 1, fewer as BM grows (a thread's BM x 4 sums cut how many fit). This reproduces the winners
+    at 1, 16 and 32 x 3072 x 3072 (SPLIT_K 32, 16 and 8; benchmarks/h100-sweep-split/skinny-*)."""
+    bm = next(b for b in (1, 2, 4, 8, 16, 32) if b >= shape.M)
+    bands, target = math.ceil(shape.N / 128), 6 * sms // (1 + bm // 16)
+    split = 1  # while each of the SPLIT_K x 4 warps' slices keeps at least 16 rows of K (rounded up to 32)
+    while split < 64 and bands * split * 2 <= target and shape.K // (2 * split * 4) >= 16:
+        split *= 2
+    return ("skinny", {"BM": bm, "WARPS": 4, "UNROLL": 4, "SPLIT_K": split},
+            f"{shape.M} row(s) of C: a stream of B, {bands} bands of 128 columns, K in {split} slice(s)")
 
 
 def choose(catalog, device: str, shape, sms: int = 132) -> tuple[object, dict, str]:

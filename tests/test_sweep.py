@@ -93,6 +93,14 @@ def test_rule_fills_the_waves(shape, variant, bm):
         assert params["SPLIT_K"] == 16  # 24 tiles: 16 slices of 192 make 384 blocks for 132 SMs
 
 
+@pytest.mark.parametrize("m,bm,split", [(1, 1, 32), (16, 16, 16), (32, 32, 8), (3, 4, 32)])
+def test_rule_streams_b_for_a_few_rows(m, bm, split):
+    name, overrides, why = tuning.rule(Shape(m, 3072, 3072), sms=132)
+    params = gemmlab.catalog().get(name).resolve(overrides)  # a valid configuration
+    assert name == "skinny" and params["BM"] == bm and params["SPLIT_K"] == split and why
+    assert tuning.rule(Shape(m, 3072, 64), sms=132)[1]["SPLIT_K"] == 1  # no slices shorter than 32 rows
+
+
 def test_wave_efficiency():
     assert tuning.wave_efficiency(288, 132) == pytest.approx(288 / 396)
     assert tuning.wave_efficiency(132, 132) == 1.0
