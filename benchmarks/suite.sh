@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# skinny's sweeps at the suite's shapes with M <= 64 (N = K = 3072), each beside cuBLAS, winners saved
-# into the tuning cache that `--variant auto` reads; then the whole suite with auto:
-#     benchmarks/skinny.sh h100     (writes benchmarks/h100-sweep-split/skinny-MxNxK.json, h100-suite.json)
-# Ship the winners by copying the cache's entries into kernels/tuning.json.
+# The suite's small shapes: sweeps of the rungs made for them, each beside cuBLAS, with the winners
+# saved into the tuning cache that `--variant auto` reads; then the whole suite with auto:
+#     benchmarks/suite.sh h100     (writes benchmarks/h100-sweep-split/{skinny,pipelined}-MxNxK.json, h100-suite.json)
+# skinny at M = 1, 16, 32, 64 (N = K = 3072), pipelined with K split up to 128 ways at 128x128x32768.
+# A winner is saved only if it beats what the cache (or kernels/tuning.json) has. Ship the winners by
+# copying the cache's entries (`gemmlab sweep --help` says where it is) into kernels/tuning.json.
 set -euo pipefail
-name=${1:?usage: benchmarks/skinny.sh NAME (the prefix of the result files, e.g. h100)}
+name=${1:?usage: benchmarks/suite.sh NAME (the prefix of the result files, e.g. h100)}
 cd "$(dirname "$0")/.."
-mkdir -p "benchmarks/$name-sweep-split"
+dir="benchmarks/$name-sweep-split"
+mkdir -p "$dir"
+sweep() {  # sweep OUTFILE ARGS...: write the results to OUTFILE only once the sweep is complete
+    local out=$1; shift
+    rm -f "$out.tmp"
+    python3 -m gemmlab sweep "$@" --save-best --fresh --out "$out.tmp" || true
+    mv "$out.tmp" "$out"
+}
 for M in 1 16 32 64; do
     BM=$(( M < 32 ? M : 32 ))
-    rm -f "benchmarks/$name-sweep-split/skinny-${M}x3072x3072.json.tmp"
-    python3 -m gemmlab sweep --variant skinny -M "$M" -N 3072 -K 3072 --param BM=$BM --param WARPS=4,8 \
-        --param UNROLL=4,8,16 --param SPLIT_K=1,2,4,8,16,32,64 --save-best --fresh \
-        --out "benchmarks/$name-sweep-split/skinny-${M}x3072x3072.json.tmp" || true
-    mv "benchmarks/$name-sweep-split/skinny-${M}x3072x3072.json.tmp" "benchmarks/$name-sweep-split/skinny-${M}x3072x3072.json"
+    sweep "$dir/skinny-${M}x3072x3072.json" --variant skinny -M "$M" -N 3072 -K 3072 --param BM=$BM \
+        --param WARPS=4,8 --param UNROLL=4,8,16 --param SPLIT_K=1,2,4,8,16,32,64
 done
+sweep "$dir/pipelined-128x128x32768.json" --variant pipelined -M 128 -N 128 -K 32768 --param BM=64,128 \
+    --param BN=64,128 --param WM=32,64 --param WN=32,64 --param TM=4,8,16 --param TN=4,8 --param SPLIT_K=32,64,128
 python3 -m gemmlab suite --json > "benchmarks/$name-suite.json.tmp"
 mv "benchmarks/$name-suite.json.tmp" "benchmarks/$name-suite.json"
 python3 -m gemmlab report "benchmarks/$name-suite.json"
