@@ -71,7 +71,9 @@ def test_shipped_winners_cover_the_suite_on_the_h100():
         entry = h100[f"{m}x{n}x{k}"]
         cat.get(entry["variant"]).resolve(entry["params"])  # still a valid configuration
     v, params, how = tuning.choose(cat, "NVIDIA H100 80GB HBM3", Shape(128, 128, 32768))
-    assert v.name == "splitk" and params["SPLIT_K"] == 64 and how.startswith("tuning cache")
+    assert v.name == "pipelined" and params["SPLIT_K"] == 128 and how.startswith("tuning cache")
+    v, params, how = tuning.choose(cat, "NVIDIA H100 80GB HBM3", Shape(1, 3072, 3072))
+    assert v.name == "skinny" and params["BM"] == 1 and how.startswith("tuning cache")
 
 
 def test_auto_uses_the_cache_then_the_rule():
