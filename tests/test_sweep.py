@@ -100,7 +100,7 @@ def test_rule_streams_b_for_a_few_rows(m, bm, split):
     name, overrides, why = tuning.rule(Shape(m, 3072, 3072), sms=132)
     params = gemmlab.catalog().get(name).resolve(overrides)  # a valid configuration
     assert name == "skinny" and params["BM"] == bm and params["SPLIT_K"] == split and why
-    assert tuning.rule(Shape(m, 3072, 64), sms=132)[1]["SPLIT_K"] == 1  # no slices shorter than 32 rows
+    assert tuning.rule(Shape(m, 3072, 64), sms=132)[1]["SPLIT_K"] == 1  # no slices shorter than 16 rows
 
 
 def test_wave_efficiency():
