@@ -3,7 +3,8 @@
 # saved into the tuning cache that `--variant auto` reads; then the whole suite with auto:
 #     benchmarks/suite.sh h100     (writes benchmarks/h100-sweep-split/{skinny_async,pipelined}-MxNxK.json, h100-suite.json)
 # skinny_async at M = 1, 16, 32, 64 (N = K = 3072; at 32 and 64 rows also with 16-row blocks, which read B
-# twice or four times, the repeats from L2), pipelined with K split up to 128 ways at 128x128x32768.
+# twice or four times, the repeats from L2), pipelined with K split up to 128 ways at 128x128x32768 and up
+# to 64 ways at 256 x 256 x (256, 1024, 8192).
 # A winner is saved only if it beats what the cache (or kernels/tuning.json) has. Ship the winners by
 # copying the cache's entries (`gemmlab sweep --help` says where it is) into kernels/tuning.json.
 set -euo pipefail
@@ -24,6 +25,10 @@ for M in 1 16 32 64; do
 done
 sweep "$dir/pipelined-128x128x32768.json" --variant pipelined -M 128 -N 128 -K 32768 --param BM=64,128 \
     --param BN=64,128 --param WM=32,64 --param WN=32,64 --param TM=4,8,16 --param TN=4,8 --param SPLIT_K=32,64,128
+for K in 256 1024 8192; do
+    sweep "$dir/pipelined-256x256x$K.json" --variant pipelined -M 256 -N 256 -K "$K" --param BM=64 --param BN=64,128 \
+        --param WM=32 --param WN=32,64 --param TM=4,8 --param TN=4,8 --param STAGES=3,4 --param SPLIT_K=2,4,8,16,32,64
+done
 python3 -m gemmlab suite --json > "benchmarks/$name-suite.json.tmp"
 mv "benchmarks/$name-suite.json.tmp" "benchmarks/$name-suite.json"
 python3 -m gemmlab report "benchmarks/$name-suite.json"

@@ -98,7 +98,7 @@ def wave_efficiency(tiles: int, sms: int) -> float:
 
 
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
-    """(variant, parameter overrides, why) from the shape alone: skinny for C of up to 32 rows, else
+    """(variant, parameter overrides, why) from the shape alone: skinny_async for C of up to 32 rows, else
     pipelined's 128 x 256 tile where its blocks fill the SMs' waves, its 64 x 128 tile where that fills
     them better, and for small or skinny C that tile with K split until there are blocks enough (the
     shape of most winners in benchmarks/h100-sweep-split/)."""
@@ -121,16 +121,17 @@ def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
 
 
 def skinny_rule(shape, sms: int) -> tuple[str, dict, str]:
-    """skinny for M <= 32: BM rounded up from M, and K split until there are about 6 blocks an SM at
-    BM = 1, fewer as BM grows (a thread's BM x 4 sums cut how many fit). This reproduces the winners
-    at 1, 16 and 32 x 3072 x 3072 (SPLIT_K 32, 16 and 8; benchmarks/h100-sweep-split/skinny-*)."""
-    bm = next(b for b in (1, 2, 4, 8, 16, 32) if b >= shape.M)
-    bands, target = math.ceil(shape.N / 128), 6 * sms // (1 + bm // 16)
-    split = 1  # while each of the SPLIT_K x 4 warps' slices keeps at least 16 rows of K (rounded up to 32)
-    while split < 64 and bands * split * 2 <= target and shape.K // (2 * split * 4) >= 16:
+    """skinny_async for M <= 32: BM rounded up from M, at most 16 (more rows take more 16-row blocks,
+    which read B again from L2), and K split until there are about 6 blocks of 2 warps an SM. This
+    reproduces the winners at 16 and 32 x 3072 x 3072 (SPLIT_K 32 and 16) and comes within 4% of the
+    one at 1 x 3072 x 3072 (benchmarks/h100-sweep-split/skinny_async-*)."""
+    bm = next(b for b in (1, 2, 4, 8, 16) if b >= min(shape.M, 16))
+    blocks = math.ceil(shape.N / 128) * math.ceil(shape.M / bm)
+    split = 1  # while each of the SPLIT_K x 2 warps' slices keeps at least 2 stages of 8 rows
+    while split < 64 and blocks * split * 2 <= 6 * sms and shape.K // (2 * split * 2) >= 16:
         split *= 2
-    return ("skinny", {"BM": bm, "WARPS": 4, "UNROLL": 4, "SPLIT_K": split},
-            f"{shape.M} row(s) of C: a stream of B, {bands} bands of 128 columns, K in {split} slice(s)")
+    return ("skinny_async", {"BM": bm, "SPLIT_K": split},
+            f"{shape.M} row(s) of C: a stream of B, {blocks} block(s) of {bm} x 128, K in {split} slice(s)")
 
 
 def choose(catalog, device: str, shape, sms: int = 132) -> tuple[object, dict, str]:
