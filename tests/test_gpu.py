@@ -77,23 +77,6 @@ def test_wrong_kernels_fail_and_are_not_timed(user_dir, bug, edit, expect_unwrit
     assert (r.check.unwritten > 0) == expect_unwritten
 
 
-def test_a_kernel_right_only_on_its_first_launch_is_not_timed(user_dir):
-    """Split K's counters live in the workspace from one launch to the next: a kernel that does not set
-    them all back to 0 is right on its first launch (the runner zeroes the workspace) and wrong after.
-    Without the reset of `left`, the second launch resets nothing and from the third on no slice is
-    first: all of them add, and into the NaN the runner's last check poisons C with."""
-    source = (ROOT / "kernels" / "skinny_async.cu.j2").read_text().replace('name = "skinny_async"', 'name = "leaky"')
-    (user_dir / "leaky.cu.j2").write_text(source)
-    (user_dir / "split.j2").write_text((ROOT / "kernels" / "split.j2").read_text().replace("f->left = 0;", ""))
-    v = gemmlab.catalog((user_dir,)).get("leaky")
-    params = v.resolve({"SPLIT_K": 4})
-    r = Problem(Shape(16, 512, 512)).run(v, params, gemmlab.build(v, params))
-    assert r.status == "FAIL" and r.timing is None
-    good = gemmlab.catalog().get("skinny_async")
-    r = Problem(Shape(16, 512, 512)).run(good, params, gemmlab.build(good, params))
-    assert r.status == "PASS" and r.timing is not None
-
-
 def test_out_of_memory_is_a_clear_error():
     with pytest.raises(gemmlab.GemmlabError, match="GiB of GPU memory"):
         Problem(Shape(46340, 46340, 46340), fp64_check=True)

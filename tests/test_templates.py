@@ -81,18 +81,6 @@ def test_launch_geometry():
         naive.geometry({"BLOCK": 8}, 8, 8 * 70000, 8)  # grid.y over 65535
 
 
-@pytest.mark.parametrize("name,params,tiles", [("pipelined", {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}, 4 * 2),
-                                               ("skinny_async", {"BM": 16}, 13 * 2)])
-def test_split_k_counts_in_a_workspace_instead_of_zeroing_c(name, params, tiles):
-    """Split K's slices meet at 3 int counters per tile of C (split.j2) instead of adding into a C zeroed
-    by a memset before each launch; without a split there is nothing to count."""
-    v = discover().get(name)
-    split = v.geometry(v.resolve({**params, "SPLIT_K": 8}), 200, 200, 1000)
-    assert split.workspace == tiles * 12 and not split.zero_output and split.grid[2] == 8
-    whole = v.geometry(v.resolve({**params, "SPLIT_K": 1}), 200, 200, 1000)
-    assert whole.workspace == 0 and not whole.zero_output
-
-
 def test_user_template_shadows_builtin(user_dir):
     shutil.copy(builtin_dir() / "tiled.cu.j2", user_dir / "tiled.cu.j2")
     cat = discover((user_dir,))
