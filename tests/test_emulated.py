@@ -1,7 +1,8 @@
-"""Without a GPU: the FP32 kernels written in plain CUDA (no inline PTX, no workspace, no second
-kernel) run on the CPU, one std::thread per CUDA thread (tests/emulate/), and must compute A @ B on
-odd shapes and write every element of C. This checks a kernel's indexing, bounds and barriers, not
-its speed, and not what only a GPU does (memory alignment, races the barriers would hide)."""
+"""Without a GPU: the FP32 kernels written in plain CUDA (no inline PTX but cp.async, no workspace, no
+second kernel) run on the CPU, one std::thread per CUDA thread (tests/emulate/), and must compute A @ B
+on odd shapes and write every element of C. This checks a kernel's indexing, bounds and barriers, not
+its speed, and not what only a GPU does (memory alignment, races the barriers would hide, a cp.async
+read before its wait: the emulator copies at once)."""
 
 import re
 import shutil
@@ -16,6 +17,17 @@ from conftest import ROOT
 HARNESS = ROOT / "tests" / "emulate"
 SHAPES = [(1, 1, 1), (17, 33, 65), (37, 130, 97)]
 EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w ]+?)\s+(\w+)\[\];")
+# cp.async's inline PTX, one statement a line: the copy becomes a call the shim makes at once, the
+# commit and the wait become nothing.
+CP_ASYNC = re.compile(r'asm volatile\("cp\.async\.c[ag]\.shared\.global \[%0\], \[%1\], (\d+), %2;\\n" :: '
+                      r'"r"\((\w+)\), "l"\((\w+)\), "r"\((.+)\)\);')
+CP_ASYNC_GROUP = re.compile(r'asm volatile\("cp\.async\.(?:commit_group|wait_group \d+);\\n" ::\);')
+
+
+def emulable(source: str) -> str:
+    """The kernel as the emulator compiles it: cp.async done at once, `extern __shared__` the shim's smem."""
+    source = CP_ASYNC_GROUP.sub(";", CP_ASYNC.sub(r"cp_async_now(\2, \3, \1, \4);", source))
+    return EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(::smem);", source)
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) to emulate kernels")
 
@@ -25,7 +37,7 @@ def plain(v) -> bool:
     if list(v.dtypes) != ["fp32"]:
         return False
     geo = v.geometry(v.defaults(), 64, 64, 64)
-    return "asm" not in render(v).source and not geo.workspace and geo.reduce_grid is None and not geo.tma
+    return "asm" not in emulable(render(v).source) and not geo.workspace and geo.reduce_grid is None and not geo.tma
 
 
 PLAIN = [v.name for v in gemmlab.catalog().ladder() if plain(v)]
@@ -33,7 +45,7 @@ PLAIN = [v.name for v in gemmlab.catalog().ladder() if plain(v)]
 
 def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
     """{shape: (relative error, elements of C not written)}; `edit` replaces text in the kernel first."""
-    source = EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(::smem);", render(v, params).source.replace(*edit))
+    source = emulable(render(v, params).source.replace(*edit))
     (tmp_path / "kernel.cu").write_text(source)
     exe = tmp_path / "kernel"
     r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-pthread", f"-I{HARNESS}", f"-I{tmp_path}",
@@ -51,7 +63,7 @@ def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
 
 
 def test_the_fp32_ladder_is_emulated():
-    assert {"naive", "tiled", "blocktile1d", "warptile", "splitk_atomic", "skinny"} <= set(PLAIN)
+    assert {"naive", "tiled", "blocktile1d", "warptile", "pipelined", "splitk_atomic", "skinny", "skinny_async"} <= set(PLAIN)
 
 
 @pytest.mark.parametrize("name", PLAIN)
@@ -72,6 +84,32 @@ def test_skinny_configurations(tmp_path, params, shapes):
     v = gemmlab.catalog().get("skinny")
     results = emulate(tmp_path, v, v.resolve(params), shapes)
     assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
+
+
+@pytest.mark.parametrize("name,params,shapes", [
+    ("skinny_async", {"BM": 1, "SPLIT_K": 1, "ROWS": 4}, SHAPES),  # no split: plain stores; N % 4 != 0: 4-byte copies
+    ("skinny_async", {"BM": 32, "WARPS": 4, "ROWS": 16, "STAGES": 3, "SPLIT_K": 2}, SHAPES),  # float4 reads of A
+    ("skinny_async", {"BM": 2, "WARPS": 8, "STAGES": 6, "SPLIT_K": 64}, [(3, 129, 1000), (2, 36, 65)]),  # empty slices
+    ("pipelined", {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "STAGES": 4, "SPLIT_K": 4},
+     [(17, 33, 65), (70, 132, 301)]),  # split K into C zeroed first; N % 4 == 0: 16-byte copies
+    ("pipelined", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "STAGES": 2, "GROUP_M": 4},
+     [(130, 70, 40)]),  # double buffering, GROUP_M order over 3 x 2 tiles
+])
+def test_cp_async_kernels_at_other_configurations(tmp_path, name, params, shapes):
+    v = gemmlab.catalog().get(name)
+    results = emulate(tmp_path, v, v.resolve(params), shapes)
+    assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
+
+
+def test_the_emulator_sees_a_ring_read_one_stage_off(tmp_path):
+    """skinny_async computing on the stage after the one it waited for: the emulator's copies must
+    really land in shared memory, stage by stage, for this to fail."""
+    v = gemmlab.catalog().get("skinny_async")
+    params = v.resolve({"STAGES": 3})
+    bug = ("compute_stage(ring + t % 3 *", "compute_stage(ring + (t + 1) % 3 *")
+    assert bug[0] in render(v, params).source
+    (err, unwritten), = emulate(tmp_path, v, params, [(17, 33, 300)], edit=bug).values()
+    assert err > 1e-3 and unwritten == 0
 
 
 def test_the_emulator_catches_a_wrong_kernel(tmp_path):
