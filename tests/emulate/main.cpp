@@ -1,24 +1,23 @@
 // Run the kernel in KERNEL (its `extern __shared__` array renamed to `smem`) on random A and B and
-// compare C with a float64 product: main M N K gx gy gz bx by bz zero_c. Prints the relative error
-// and the number of elements of C left as they were (C starts as NaN unless the kernel adds into it).
+// compare C with a float64 product:
+//     main M N K gx gy gz bx by bz zero_c workspace_floats rgx rgy rgz rbx rby rbz
+// Built with -DWORKSPACE, gemm gets a float workspace (NaN at first) after K; with -DREDUCE, the
+// kernel `reduce(W, C, M, N, K)` runs after it on grid rg and block rb (split K's second kernel).
+// Prints the relative error and the number of elements of C left as they were (C starts as NaN
+// unless the kernel adds into it).
 #include "shim.h"
 #include KERNEL
 
-int main(int argc, char** argv)
+// Every block of the grid, one after another; each block one std::thread per CUDA thread.
+template <class Kernel>
+void run_grid(dim3 grid, dim3 block, Kernel kernel)
 {
-    if (argc != 11)
-        return 2;
-    const int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
-    gridDim = {unsigned(atoi(argv[4])), unsigned(atoi(argv[5])), unsigned(atoi(argv[6]))};
-    blockDim = {unsigned(atoi(argv[7])), unsigned(atoi(argv[8])), unsigned(atoi(argv[9]))};
-    std::vector<float> A(size_t(M) * K), B(size_t(K) * N), C(size_t(M) * N, atoi(argv[10]) ? 0.0f : NAN);
-    srand(1);
-    for (auto& a : A) a = rand() / float(RAND_MAX) - 0.5f;
-    for (auto& b : B) b = rand() / float(RAND_MAX) - 0.5f;
-    const unsigned T = blockDim.x * blockDim.y * blockDim.z;
-    for (unsigned z = 0; z < gridDim.z; ++z)
-        for (unsigned y = 0; y < gridDim.y; ++y)
-            for (unsigned x = 0; x < gridDim.x; ++x) {
+    gridDim = grid;
+    blockDim = block;
+    const unsigned T = block.x * block.y * block.z;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
                 blockIdx = {x, y, z};
                 block_barrier = std::make_unique<std::barrier<>>(T);
                 warp_barriers.clear();
@@ -27,12 +26,36 @@ int main(int argc, char** argv)
                 std::vector<std::thread> threads;
                 for (unsigned t = 0; t < T; ++t)
                     threads.emplace_back([&, t] {
-                        threadIdx = {t % blockDim.x, t / blockDim.x % blockDim.y, t / (blockDim.x * blockDim.y)};
-                        gemm(A.data(), B.data(), C.data(), M, N, K);
+                        threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+                        kernel();
                     });
                 for (auto& t : threads)
                     t.join();
             }
+}
+
+int main(int argc, char** argv)
+{
+    if (argc != 18)
+        return 2;
+    int a[17];
+    for (int i = 0; i < 17; ++i)
+        a[i] = atoi(argv[i + 1]);
+    const int M = a[0], N = a[1], K = a[2];
+    const dim3 grid = {unsigned(a[3]), unsigned(a[4]), unsigned(a[5])}, block = {unsigned(a[6]), unsigned(a[7]), unsigned(a[8])};
+    std::vector<float> A(size_t(M) * K), B(size_t(K) * N), C(size_t(M) * N, a[9] ? 0.0f : NAN), W(size_t(a[10]), NAN);
+    srand(1);
+    for (auto& x : A) x = rand() / float(RAND_MAX) - 0.5f;
+    for (auto& x : B) x = rand() / float(RAND_MAX) - 0.5f;
+#ifdef WORKSPACE
+    run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K, W.data()); });
+#else
+    run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K); });
+#endif
+#ifdef REDUCE
+    run_grid({unsigned(a[11]), unsigned(a[12]), unsigned(a[13])}, {unsigned(a[14]), unsigned(a[15]), unsigned(a[16])},
+             [&] { reduce(W.data(), C.data(), M, N, K); });
+#endif
     double err = 0, norm = 0;
     long unwritten = 0;
     for (int m = 0; m < M; ++m)
