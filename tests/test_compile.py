@@ -89,9 +89,15 @@ def test_the_driver_jit_cache_is_off_for_nvrtc():
 @pytest.mark.parametrize("name,needles", [
     ("vectorized", ["LDG.E.128", "STG.E.128", "LDS.128"]),  # 16-byte global and shared accesses
     ("pipelined", ["LDGSTS.E.BYPASS.128", "LDGSTS.E ", "LDGDEPBAR", "DEPBAR"]),  # cp.async, 16 and 4 bytes
+    ("skinny", ["LDG.E.128", "REDG.E.ADD.F32x4"]),  # B into registers, 16 bytes at a time; float4 atomics
+    ("skinny_async", ["LDGSTS.E.BYPASS.128", "LDGSTS.E ", "DEPBAR", "REDG.E.ADD.F32x4", "!LDG."]),  # B never in registers
 ])
 def test_sass_shows_the_rungs_idea(name, needles):
+    """Each needle is in the SASS of the rung's defaults; "!X": X is not."""
     v = discover().get(name)
     text = sass(compile_rendered(render(v, v.defaults()), "sm_90"))
     for needle in needles:
-        assert needle in text, f"{name}: no {needle} in its SASS"
+        if needle.startswith("!"):
+            assert needle[1:] not in text, f"{name}: {needle[1:]} in its SASS"
+        else:
+            assert needle in text, f"{name}: no {needle} in its SASS"
