@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The suite's small shapes: sweeps of the rungs made for them, each beside cuBLAS, with the winners
 # saved into the tuning cache that `--variant auto` reads; then the whole suite with auto:
-#     benchmarks/suite.sh h100     (writes benchmarks/h100-sweep-split/{skinny_async,pipelined}-MxNxK.json, h100-suite.json)
+#     benchmarks/suite.sh h100     (writes benchmarks/h100-sweep-split/{skinny_async,skinny_narrow,pipelined}-MxNxK.json, h100-suite.json)
 # skinny_async at M = 1, 16, 32, 64 (N = K = 3072; at 32 and 64 rows also with 16-row blocks, which read B
-# twice or four times, the repeats from L2), pipelined with K split up to 128 ways at 128x128x32768 and up
+# twice or four times, the repeats from L2), skinny_narrow at M = 1, pipelined with K split up to 128 ways at 128x128x32768 and up
 # to 64 ways at 256 x 256 x (256, 1024, 8192).
 # A winner is saved only if it beats what the cache (or kernels/tuning.json) has. Ship the winners by
 # copying the cache's entries (`gemmlab sweep --help` says where it is) into kernels/tuning.json.
@@ -23,6 +23,8 @@ for M in 1 16 32 64; do
     sweep "$dir/skinny_async-${M}x3072x3072.json" --variant skinny_async -M "$M" -N 3072 -K 3072 --param BM=$BM \
         --param WARPS=2,4 --param ROWS=8,16 --param STAGES=2,3,4 --param SPLIT_K=4,8,16,32,64
 done
+sweep "$dir/skinny_narrow-1x3072x3072.json" --variant skinny_narrow -M 1 -N 3072 -K 3072 --param COLS=16,32,64 \
+    --param WARPS=4,8,16 --param ROWS=8,16 --param STAGES=2,3,4
 sweep "$dir/pipelined-128x128x32768.json" --variant pipelined -M 128 -N 128 -K 32768 --param BM=64,128 \
     --param BN=64,128 --param WM=32,64 --param WN=32,64 --param TM=4,8,16 --param TN=4,8 --param SPLIT_K=32,64,128
 for K in 256 1024 8192; do

@@ -67,7 +67,7 @@ def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
 
 def test_the_fp32_ladder_is_emulated():
     assert {"naive", "tiled", "blocktile1d", "warptile", "pipelined", "splitk", "splitk_atomic", "skinny",
-            "skinny_async"} <= set(PLAIN)
+            "skinny_async", "skinny_narrow"} <= set(PLAIN)
 
 
 @pytest.mark.parametrize("name", PLAIN)
@@ -99,6 +99,8 @@ def test_skinny_configurations(tmp_path, params, shapes):
     ("pipelined", {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "STAGES": 2, "GROUP_M": 4},
      [(130, 70, 40)]),  # double buffering, GROUP_M order over 3 x 2 tiles
     ("splitk", {"SPLIT_K": 64}, [(17, 33, 65), (1, 70, 300)]),  # most slices empty: their partials must be 0, not NaN
+    ("skinny_narrow", {"BM": 4, "COLS": 16, "WARPS": 4, "ROWS": 8, "STAGES": 2}, SHAPES),  # 8 rows an instruction
+    ("skinny_narrow", {"BM": 2, "COLS": 64, "WARPS": 16, "ROWS": 8, "STAGES": 4}, [(3, 130, 1000), (2, 64, 40)]),
 ])
 def test_more_configurations(tmp_path, name, params, shapes):
     v = gemmlab.catalog().get(name)

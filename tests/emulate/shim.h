@@ -29,6 +29,17 @@ inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y
 inline void __syncthreads() { block_barrier->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { warp_barriers[linear_thread() / 32]->arrive_and_wait(); }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+// A warp shuffle: each lane posts its value, the warp meets, each reads its partner's, the warp meets again.
+float shuffle_board[32][32];  // [warp][lane]
+inline float __shfl_xor_sync(unsigned, float v, int mask)
+{
+    const unsigned w = linear_thread() / 32, l = linear_thread() % 32;
+    shuffle_board[w][l] = v;
+    __syncwarp();
+    const float partner = shuffle_board[w][l ^ mask];
+    __syncwarp();
+    return partner;
+}
 
 alignas(128) float smem[1 << 16];  // dynamic shared memory: 256 KB, more than an SM has
 
