@@ -121,10 +121,14 @@ def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
 
 
 def skinny_rule(shape, sms: int) -> tuple[str, dict, str]:
-    """skinny_async for M <= 32: BM rounded up from M, at most 16 (more rows take more 16-row blocks,
-    which read B again from L2), and K split until there are about 6 blocks of 2 warps an SM. This
-    reproduces the winners at 16 and 32 x 3072 x 3072 (SPLIT_K 32 and 16) and comes within 4% of the
-    one at 1 x 3072 x 3072 (benchmarks/h100-sweep-split/skinny_async-*)."""
+    """For one row of C with N wide enough for a band of 32 columns per half SM: skinny_narrow at its
+    defaults (K whole, no zeroing of C: the winner at 1 x 3072 x 3072). Otherwise skinny_async for M <=
+    32: BM rounded up from M, at most 16 (more rows take more 16-row blocks, which read B again from
+    L2), and K split until there are about 6 blocks of 2 warps an SM. This reproduces the winners at 16
+    and 32 x 3072 x 3072 (SPLIT_K 32 and 16; benchmarks/h100-sweep-split/skinny_async-*)."""
+    bands = math.ceil(shape.N / 32)
+    if shape.M == 1 and 2 * bands >= sms:
+        return ("skinny_narrow", {}, f"one row of C: {bands} bands of 32 columns, each over all of K (no split)")
     bm = next(b for b in (1, 2, 4, 8, 16) if b >= min(shape.M, 16))
     blocks = math.ceil(shape.N / 128) * math.ceil(shape.M / bm)
     split = 1  # while each of the SPLIT_K x 2 warps' slices keeps at least 2 stages of 8 rows

@@ -73,7 +73,7 @@ def test_shipped_winners_cover_the_suite_on_the_h100():
     v, params, how = tuning.choose(cat, "NVIDIA H100 80GB HBM3", Shape(128, 128, 32768))
     assert v.name == "pipelined" and params["SPLIT_K"] == 128 and how.startswith("tuning cache")
     v, params, how = tuning.choose(cat, "NVIDIA H100 80GB HBM3", Shape(1, 3072, 3072))
-    assert v.name == "skinny_async" and params["BM"] == 1 and how.startswith("tuning cache")
+    assert v.name == "skinny_narrow" and params["BM"] == 1 and how.startswith("tuning cache")
 
 
 def test_auto_uses_the_cache_then_the_rule():
@@ -95,7 +95,13 @@ def test_rule_fills_the_waves(shape, variant, bm):
         assert params["SPLIT_K"] == 16  # 24 tiles: 16 slices of 192 make 384 blocks for 132 SMs
 
 
-@pytest.mark.parametrize("m,bm,split", [(1, 1, 32), (16, 16, 32), (32, 16, 16), (3, 4, 32)])
+def test_rule_gives_one_row_narrow_bands_where_there_are_enough():
+    name, overrides, why = tuning.rule(Shape(1, 3072, 3072), sms=132)  # 96 bands of 32 columns
+    assert name == "skinny_narrow" and gemmlab.catalog().get(name).resolve(overrides)["COLS"] == 32 and why
+    assert tuning.rule(Shape(1, 1024, 3072), sms=132)[0] == "skinny_async"  # 32 bands: too few, split K instead
+
+
+@pytest.mark.parametrize("m,bm,split", [(2, 2, 32), (16, 16, 32), (32, 16, 16), (3, 4, 32)])
 def test_rule_streams_b_for_a_few_rows(m, bm, split):
     name, overrides, why = tuning.rule(Shape(m, 3072, 3072), sms=132)
     params = gemmlab.catalog().get(name).resolve(overrides)  # a valid configuration
