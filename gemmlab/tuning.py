@@ -98,10 +98,10 @@ def wave_efficiency(tiles: int, sms: int) -> float:
 
 
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
-    """(variant, parameter overrides, why) from the shape alone: skinny_async for C of up to 32 rows, else
-    pipelined's 128 x 256 tile where its blocks fill the SMs' waves, its 64 x 128 tile where that fills
-    them better, and for small or skinny C that tile with K split until there are blocks enough (the
-    shape of most winners in benchmarks/h100-sweep-split/)."""
+    """(variant, parameter overrides, why) from the shape alone: for C of up to 32 rows skinny_narrow or
+    skinny_async (skinny_rule), else pipelined's 128 x 256 tile where its blocks fill the SMs' waves, its
+    64 x 128 tile where that fills them better, and for small or skinny C that tile with K split until
+    there are blocks enough (the shape of most winners in benchmarks/h100-sweep-split/)."""
     M, N = shape.M, shape.N
     if M <= 32:
         return skinny_rule(shape, sms)

@@ -51,7 +51,6 @@ def test_memory_estimate_counts_the_fp32_copies_of_16_bit_inputs():
     assert s.bytes_needed(dtype="bf16") - s.bytes_needed(dtype="fp32") == (2 + 4 - 4) * inputs
 
 
-
 def test_out_of_memory_in_the_epilogue_check_is_a_clear_error():
     """The epilogue's C0 and reference come after the inputs: running out there is one clear error too."""
     import types
@@ -67,6 +66,7 @@ def test_out_of_memory_in_the_epilogue_check_is_a_clear_error():
     p.seed, p.shape, p.C = 1, Shape(4096, 4096, 8), np.zeros((4096, 4096), np.float32)
     with pytest.raises(GemmlabError, match=r"alpha_beta epilogue on shape 4096x4096x8: .* \(0.1 GiB\)"):
         p.epilogue_reference("alpha_beta")
+
 
 @pytest.mark.parametrize("name,dtype,needle", [
     # wmma's 16x16x8 tf32 fragments become m16n8k4 instructions, half the K of mma's m16n8k8
