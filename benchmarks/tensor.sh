@@ -6,8 +6,8 @@ out=${1:?usage: benchmarks/tensor.sh DIR}
 mkdir -p "$out"
 for size in 4096 8192; do
   for dtype in bf16 fp16; do
-    variants=wmma,mma,wgmma,wgmma_ws
-    [ "$size" = 8192 ] && variants=mma,wgmma,wgmma_ws  # wmma takes 10 s a run there and says nothing new
+    variants=wmma,mma,wgmma,wgmma_ws,wgmma_pingpong
+    [ "$size" = 8192 ] && variants=mma,wgmma,wgmma_ws,wgmma_pingpong  # wmma takes 10 s a run there and says nothing new
     gemmlab compare --dtype $dtype --variants $variants --size $size --out "$out/tensor-$dtype-$size.json" || true
   done
 done

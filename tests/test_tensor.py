@@ -17,8 +17,8 @@ from gemmlab.runner import ITEM_BYTES, TOLERANCES, Shape
 from gemmlab.templates import DTYPES, discover
 from conftest import write_template
 
-TENSOR = ["wmma", "mma", "wgmma", "wgmma_ws", "wgmma_tf32"]
-SIXTEEN = TENSOR[:4]  # the rungs that run bf16 and fp16
+TENSOR = ["wmma", "mma", "wgmma", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32"]
+SIXTEEN = TENSOR[:5]  # the rungs that run bf16 and fp16
 
 
 def invoke(*args):
@@ -73,6 +73,7 @@ def test_out_of_memory_in_the_epilogue_check_is_a_clear_error():
     ("wmma", "bf16", "HMMA.16816.F32.BF16"), ("wmma", "tf32", "HMMA.1684.F32.TF32"),
     ("mma", "fp16", "HMMA.16816.F32"), ("mma", "tf32", "HMMA.1688.F32.TF32"),
     ("wgmma", "bf16", "HGMMA.64x256x16.F32.BF16"), ("wgmma_ws", "fp16", "HGMMA.64x256x16.F32"),
+    ("wgmma_pingpong", "bf16", "HGMMA.64x128x16.F32.BF16"),
     ("wgmma_tf32", "tf32", "HGMMA.64x256x8.F32.TF32"),
 ])
 def test_sass_has_the_tensor_core_instruction(name, dtype, needle):
@@ -90,9 +91,10 @@ def test_wgmma_needs_hopper():
         compile_rendered(render(v, v.defaults()), "sm_80")
 
 
-def test_setmaxnreg_takes_effect():
+@pytest.mark.parametrize("name", ["wgmma_ws", "wgmma_pingpong"])
+def test_setmaxnreg_takes_effect(name):
     """ptxas ignores setmaxnreg (warning C7508) unless the kernel's register count is capped at entry."""
-    v = discover().get("wgmma_ws")
+    v = discover().get(name)
     compiled = compile_rendered(render(v, v.defaults()), "sm_90", use_cache=False)
     assert "C7508" not in compiled.log and "USETMAXREG" in sass(compiled)
     assert compiled.resources.registers * v.threads(v.defaults()) <= 65536
