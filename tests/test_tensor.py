@@ -3,6 +3,7 @@ TMA contract (alignment, arch), the fused epilogue, the peaks; and on a GPU, the
 type and clear errors from the tensor-map encoder."""
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -98,6 +99,15 @@ def test_setmaxnreg_takes_effect(name):
     compiled = compile_rendered(render(v, v.defaults()), "sm_90", use_cache=False)
     assert "C7508" not in compiled.log and "USETMAXREG" in sass(compiled)
     assert compiled.resources.registers * v.threads(v.defaults()) <= 65536
+
+
+def test_pingpong_hands_the_turn_over_on_named_barriers():
+    """wgmma_pingpong's consumers take turns: a named barrier for 256 threads (0x100), arrived at by one
+    warpgroup and waited on by the other, besides the block-wide barrier 0 before the roles split."""
+    v = discover().get("wgmma_pingpong")
+    text = sass(compile_rendered(render(v, v.defaults()), "sm_90"))
+    assert re.search(r"BAR\.ARV R\d+, 0x100", text) and re.search(r"BAR\.SYNC\S* R\d+, 0x100", text)
+    assert v.threads(v.defaults()) == 384  # producer + two consumers, whatever the tile
 
 
 def test_tma_rungs_state_their_alignment_and_boxes():
