@@ -25,8 +25,7 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
     smem = "0"                             # dynamic shared memory, bytes
 
-Optional launch keys: `workspace` (bytes of scratch passed after K, zeroed before the variant's first
-launch: a kernel that counts in it sets its counters back to 0), `zero_output` (C is zeroed before
+Optional launch keys: `workspace` (bytes of scratch passed after K), `zero_output` (C is zeroed before
 each launch), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps over A and B, passed
 after K: box sizes in elements, contiguous dimension first, 128-byte swizzle) and `[[launch.requires]]`
 (checks on the shape, such as the alignment TMA needs, each with its reason).

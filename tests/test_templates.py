@@ -9,7 +9,7 @@ from gemmlab.templates import builtin_dir, discover, load_variant
 from conftest import GOOD_BODY, write_template
 
 LADDER = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined",
-          "splitk", "splitk_atomic", "skinny", "skinny_async", "skinny_narrow", "skinny_reduce", "wmma", "mma", "wgmma", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32"]
+          "splitk", "splitk_atomic", "skinny", "skinny_async", "skinny_narrow", "wmma", "mma", "wgmma", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32"]
 
 
 def test_builtin_ladder_in_order():

@@ -3,8 +3,6 @@
 //     main M N K gx gy gz bx by bz zero_c workspace_floats rgx rgy rgz rbx rby rbz
 // Built with -DWORKSPACE, gemm gets a float workspace (NaN at first) after K; with -DREDUCE, the
 // kernel `reduce(W, C, M, N, K)` runs after it on grid rg and block rb (split K's second kernel).
-// Built with -DCOUNTERS, the workspace is an int array the kernel counts in: zeroed once, as the runner
-// does, and the kernel runs twice (C poisoned before each), since each launch must leave it at 0.
 // Prints the relative error and the number of elements of C left as they were (C starts as NaN
 // unless the kernel adds into it).
 #include "shim.h"
@@ -49,13 +47,7 @@ int main(int argc, char** argv)
     srand(1);
     for (auto& x : A) x = rand() / float(RAND_MAX) - 0.5f;
     for (auto& x : B) x = rand() / float(RAND_MAX) - 0.5f;
-#if defined(COUNTERS)
-    std::vector<int> counters(size_t(a[10]), 0);
-    for (int launch = 0; launch < 2; ++launch) {
-        std::fill(C.begin(), C.end(), NAN);
-        run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K, counters.data()); });
-    }
-#elif defined(WORKSPACE)
+#ifdef WORKSPACE
     run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K, W.data()); });
 #else
     run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K); });

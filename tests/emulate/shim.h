@@ -29,9 +29,6 @@ inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y
 inline void __syncthreads() { block_barrier->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { warp_barriers[linear_thread() / 32]->arrive_and_wait(); }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
-inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
-inline void __threadfence() {}                   // the blocks run one after another: nothing to order
-template <class T> inline T __ldcg(const T* p) { return *p; }  // a load that skips L1: here, a load
 // A warp shuffle: each lane posts its value, the warp meets, each reads its partner's, the warp meets again.
 float shuffle_board[32][32];  // [warp][lane]
 inline float __shfl_xor_sync(unsigned, float v, int mask)
