@@ -87,7 +87,8 @@ def cached(device: str, shape) -> tuple[dict, str] | None:
     return (best[1], best[2]) if best else None
 
 
-# pipelined's 64 x 128 tile: the best medium tile in benchmarks/h100-tune-pipelined-{1024,3072}.json
+# pipelined's 64 x 128 tile: the best medium tile in benchmarks/h100-tune-pipelined-{1024,3072}.json; lean
+# takes it too (H100, interleaved with cuBLAS: 1.01x at 3072^3, 0.96x at 1024^3; benchmarks/h100-lean-steps.txt)
 MEDIUM = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}
 
 
@@ -99,8 +100,8 @@ def wave_efficiency(tiles: int, sms: int) -> float:
 
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) from the shape alone: for C of up to 32 rows skinny_narrow or
-    skinny_async (skinny_rule), else pipelined's 128 x 256 tile where its blocks fill the SMs' waves, its
-    64 x 128 tile where that fills them better, and for small or skinny C that tile with K split until
+    skinny_async (skinny_rule), else lean's 128 x 256 tile where its blocks fill the SMs' waves, its
+    64 x 128 tile where that fills them better, and for small or skinny C pipelined's 64 x 128 tile with K split until
     there are blocks enough (the shape of most winners in benchmarks/h100-sweep-split/)."""
     M, N = shape.M, shape.N
     if M <= 32:
@@ -108,9 +109,9 @@ def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     big = wave_efficiency(math.ceil(M / 128) * math.ceil(N / 256), sms)
     medium = wave_efficiency(math.ceil(M / 64) * math.ceil(N / 128), sms)
     if big >= 0.9:
-        return "pipelined", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
+        return "lean", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
     if medium >= 0.6 and medium > big:
-        return "pipelined", dict(MEDIUM), f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})"
+        return "lean", dict(MEDIUM), f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})"
     # Few tiles: split K as well, until there are 3 blocks an SM, keeping slices of at least 128.
     tiles = math.ceil(M / 64) * math.ceil(N / 128)
     split = 1
