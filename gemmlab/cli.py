@@ -456,9 +456,13 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
     status = _emit(doc, rows, fmt, speedups=False, planned=len(valid))
     best = next((r for r in rows if r["variant"] != "cuBLAS" and r["status"] == "PASS"), None)
     if save_best and best:
-        from .tuning import save_best as save
-        where = save(doc["device"]["name"], shape, best)
-        _note(f"best {best['variant']} {report.params_text(best['params'])} saved for {shape} in {where}")
+        from .tuning import path as cache_path, save_best as save
+        kept = save(doc["device"]["name"], shape, best)
+        if kept is None:
+            _note(f"best {best['variant']} {report.params_text(best['params'])} saved for {shape} in {cache_path()}")
+        else:
+            _note(f"not saved: the tuning cache's {kept['variant']} {report.params_text(kept['params'])} "
+                  f"({kept['ms']:.4f} ms) is faster than {best['ms']:.4f} ms for {shape}")
     _plot("sweep_plot", doc, plot_path)
     ctx.exit(status)
 

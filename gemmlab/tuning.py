@@ -55,19 +55,20 @@ def shipped() -> dict:
     return _read(builtin_dir() / "tuning.json")
 
 
-def save_best(device: str, shape, row: dict) -> Path:
-    """Record `row` (a passing result) as the best for this device and shape, if it beats what is there."""
+def save_best(device: str, shape, row: dict) -> dict | None:
+    """Record `row` (a passing result) as the best for this device and shape, if it beats what is there.
+    Returns None when it was recorded, else the faster entry that was kept."""
     data = load()
     key = f"{shape.M}x{shape.N}x{shape.K}"
     entries = data.setdefault(device, {})
     old = entries.get(key) or shipped().get(device, {}).get(key)  # only a better one is worth keeping
     if old and old["ms"] <= row["ms"]:
-        return path()
+        return old
     entries[key] = {"variant": row["variant"], "params": row["params"], "ms": row["ms"], "tflops": row["tflops"],
                     "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     path().parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path(), json.dumps(data, indent=2, sort_keys=True))
-    return path()
+    return None
 
 
 def _distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:

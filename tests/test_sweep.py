@@ -54,8 +54,9 @@ def test_compile_all_in_parallel_reports_each_failure(user_dir):
 
 def test_tuning_cache_keeps_the_best_and_finds_near_shapes():
     row = {"variant": "pipelined", "params": {"BM": 64}, "ms": 2.0, "tflops": 30.0}
-    tuning.save_best("H100", Shape(1024, 1024, 1024), row)
-    tuning.save_best("H100", Shape(1024, 1024, 1024), dict(row, ms=3.0, params={"BM": 128}))  # slower: ignored
+    assert tuning.save_best("H100", Shape(1024, 1024, 1024), row) is None
+    kept = tuning.save_best("H100", Shape(1024, 1024, 1024), dict(row, ms=3.0, params={"BM": 128}))  # slower: ignored
+    assert kept["ms"] == row["ms"] and kept["params"] == row["params"]
     entry, at = tuning.cached("H100", Shape(1300, 1024, 800))
     assert at == "1024x1024x1024" and entry["params"] == {"BM": 64}
     assert tuning.cached("H100", Shape(2048, 1024, 1024)) is None  # 2x away in M: not near

@@ -1,6 +1,5 @@
 """ABBA-interleaved timing: cuBLAS and our kernels alternate, so slow drift (temperature) hits both alike.
-Usage: [CASES=cases.py] [KDIRS=user/templates] python3 benchmarks/lean-steps/interleave.py ROUNDS [OUT.json]
-(cases.py: a Python list of (dtype, n, [(variant, overrides), ...]); without it, the tensor-core cases below)."""
+Usage: python3 .exp/inter.py ROUNDS"""
 import sys, time, json, numpy as np, cupy as cp, gemmlab
 from gemmlab.runner import Problem, Shape
 R = int(sys.argv[1]) if len(sys.argv) > 1 else 4
@@ -18,13 +17,13 @@ log = []
 summary = []
 t0 = time.time()
 for dtype, n, ours in cases:
-    pr = Problem(Shape(n, n, n), seed=1, dtype=dtype)
+    pr = Problem(Shape(*n) if isinstance(n, tuple) else Shape(n, n, n), seed=1, dtype=dtype)
     built = []
     for name, over in ours:
         v = cat.get(name)
         p = v.resolve(v.for_dtype(dtype if dtype != "fp32" else None, over))
         built.append((name + (" " + ",".join(f"{k}={x}" for k, x in over.items()) if over else ""), v, p, gemmlab.build(v, p)))
-    labels = ["cuBLAS"] + [b[0] for b in built]
+    labels = ["cuBLAS"] + list(dict.fromkeys(b[0] for b in built))
     times = {l: [] for l in labels}
     def measure(label):
         ts = time.time() - t0
