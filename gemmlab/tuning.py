@@ -89,7 +89,7 @@ def cached(device: str, shape) -> tuple[dict, str] | None:
 
 
 # pipelined's 64 x 128 tile: the best medium tile in benchmarks/h100-tune-pipelined-{1024,3072}.json; lean
-# takes it too (H100, interleaved with cuBLAS: 1.01x at 3072^3, 0.96x at 1024^3; benchmarks/h100-lean-steps.txt)
+# takes it too (H100, interleaved with cuBLAS: 1.00x at 3072^3, 0.95x at 1024^3; benchmarks/h100-lean-steps.txt, run 7)
 MEDIUM = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}
 
 
