@@ -89,7 +89,8 @@ def cached(device: str, shape) -> tuple[dict, str] | None:
 
 
 # pipelined's 64 x 128 tile: the best medium tile in benchmarks/h100-tune-pipelined-{1024,3072}.json; lean
-# takes it too (H100, interleaved with cuBLAS: 1.00x at 3072^3, 0.95x at 1024^3; benchmarks/h100-lean-steps.txt, run 7)
+# takes it too (H100, interleaved with cuBLAS: 1.00x at 3072^3, 0.95x at 1024^3;
+# benchmarks/h100-lean-steps.txt, run 7)
 MEDIUM = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}
 
 
@@ -102,8 +103,9 @@ def wave_efficiency(tiles: int, sms: int) -> float:
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) from the shape alone: for C of up to 32 rows skinny_narrow or
     skinny_async (skinny_rule), else lean's 128 x 256 tile where its blocks fill the SMs' waves, its
-    64 x 128 tile where that fills them better, and for small or skinny C pipelined's 64 x 128 tile with K split until
-    there are blocks enough (the shape of most winners in benchmarks/h100-sweep-split/)."""
+    64 x 128 tile where that fills them better, and for small or skinny C pipelined's 64 x 128 tile
+    with K split until there are blocks enough (the shape of most winners in
+    benchmarks/h100-sweep-split/)."""
     M, N = shape.M, shape.N
     if M <= 32:
         return skinny_rule(shape, sms)
