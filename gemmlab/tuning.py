@@ -88,10 +88,11 @@ def cached(device: str, shape) -> tuple[dict, str] | None:
     return (best[1], best[2]) if best else None
 
 
-# pipelined's 64 x 128 tile: the best medium tile in benchmarks/h100-tune-pipelined-{1024,3072}.json; lean
-# takes it too (H100, interleaved with cuBLAS: 1.00x at 3072^3, 0.95x at 1024^3;
-# benchmarks/h100-lean-steps.txt, run 7)
+# pipelined's 64 x 128 tile: the best medium tile in benchmarks/h100-tune-pipelined-{1024,3072}.json.
 MEDIUM = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}
+# spread takes it with BK=32 in three buffers, so that three blocks share an SM (H100, interleaved with
+# cuBLAS: 1.09x at 3072^3, 1.13x at 1024^3; BK=64 in two: 0.99x at 3072^3; benchmarks/h100-spread-steps.txt)
+SPREAD_MEDIUM = dict(MEDIUM, BK=32, STAGES=3)
 
 
 def wave_efficiency(tiles: int, sms: int) -> float:
@@ -102,7 +103,7 @@ def wave_efficiency(tiles: int, sms: int) -> float:
 
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) from the shape alone: for C of up to 32 rows skinny_narrow or
-    skinny_async (skinny_rule), else lean's 128 x 256 tile where its blocks fill the SMs' waves, its
+    skinny_async (skinny_rule), else spread's 128 x 256 tile where its blocks fill the SMs' waves, its
     64 x 128 tile where that fills them better, and for small or skinny C pipelined's 64 x 128 tile
     with K split until there are blocks enough (the shape of most winners in
     benchmarks/h100-sweep-split/)."""
@@ -112,9 +113,9 @@ def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     big = wave_efficiency(math.ceil(M / 128) * math.ceil(N / 256), sms)
     medium = wave_efficiency(math.ceil(M / 64) * math.ceil(N / 128), sms)
     if big >= 0.9:
-        return "lean", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
+        return "spread", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
     if medium >= 0.6 and medium > big:
-        return "lean", dict(MEDIUM), f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})"
+        return "spread", dict(SPREAD_MEDIUM), f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})"
     # Few tiles: split K as well, until there are 3 blocks an SM, keeping slices of at least 128.
     tiles = math.ceil(M / 64) * math.ceil(N / 128)
     split = 1

@@ -28,7 +28,7 @@ def test_help(cmd):
 def test_list():
     r = invoke("list")
     assert r.exit_code == 0
-    ladder = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined", "lean",
+    ladder = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined", "lean", "spread",
               "splitk", "splitk_atomic", "skinny", "skinny_async", "skinny_narrow", "wmma", "mma", "wgmma", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32"]
     for name in ladder:
         assert name in r.output

@@ -93,6 +93,7 @@ def test_the_driver_jit_cache_is_off_for_nvrtc():
     ("vectorized", ["LDG.E.128", "STG.E.128", "LDS.128"]),  # 16-byte global and shared accesses
     ("pipelined", ["LDGSTS.E.BYPASS.128", "LDGSTS.E ", "LDGDEPBAR", "DEPBAR"]),  # cp.async, 16 and 4 bytes
     ("lean", ["LDGSTS.E.BYPASS.128", "LDS.128", "FFMA", "!STG.E.128"]),  # C stored float by float
+    ("spread", ["LDGSTS.E.BYPASS.128", "LDS.128", "FFMA", "!STG.E.128"]),
     ("skinny", ["LDG.E.128", "REDG.E.ADD.F32x4"]),  # B into registers, 16 bytes at a time; float4 atomics
     ("skinny_async", ["LDGSTS.E.BYPASS.128", "LDGSTS.E ", "DEPBAR", "REDG.E.ADD.F32x4", "!LDG."]),  # B never in registers
 ])

@@ -103,6 +103,14 @@ def test_skinny_configurations(tmp_path, params, shapes):
     ("lean", {"BM": 128, "BN": 64, "BK": 32}, [(130, 68, 70)]),  # 64 copies of A per thread and K step
     ("lean", {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "SPLIT_K": 4},
      [(70, 132, 301), (17, 33, 65), (64, 128, 256)]),  # split K: float4 atomics, single ones where N % 4 != 0
+    ("spread", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "UNROLL": 4, "STAGES": 2},
+     [(130, 136, 100), (64, 64, 64)]),  # pieces of the unchecked copies in every trip but the last step's
+    ("spread", {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "BK": 32, "STAGES": 3, "SPLIT_K": 4},
+     [(70, 132, 301), (17, 33, 65)]),  # split K; N % 4 != 0: checked copies of single floats
+    ("spread", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "UNROLL": 16, "STAGES": 3},
+     [(100, 70, 90)]),  # one trip a K step: a piece is the whole tile
+    ("spread", {"BM": 128, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "UNROLL": 4, "STAGES": 2},
+     [(130, 68, 70)]),  # 64 float4 of B in a piece for 256 threads: most copy none
     ("splitk", {"SPLIT_K": 64}, [(17, 33, 65), (1, 70, 300)]),  # most slices empty: their partials must be 0, not NaN
     ("skinny_narrow", {"BM": 4, "COLS": 16, "WARPS": 4, "ROWS": 8, "STAGES": 2}, SHAPES),  # 8 rows an instruction
     ("skinny_narrow", {"BM": 2, "COLS": 64, "WARPS": 16, "ROWS": 8, "STAGES": 4}, [(3, 130, 1000), (2, 64, 40)]),

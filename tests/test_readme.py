@@ -38,7 +38,7 @@ def test_readme_versus_cublas_and_predictions_are_the_committed_results():
     docs = [json.loads(p.read_text()) for p in RESULTS]
     assert all(d["commit"] == docs[0]["commit"] and all(r["status"] == "PASS" for r in d["rows"]) for d in docs)
     readme = (ROOT / "README.md").read_text()
-    assert report.versus_markdown(docs, "lean") in readme, "paste `gemmlab report --versus lean ...`"
+    assert report.versus_markdown(docs, "spread") in readme, "paste `gemmlab report --versus spread ...`"
     doc = json.loads((ROOT / "benchmarks" / "h100-compare-4096.json").read_text())
     assert report.predictions_markdown(report.predictions(discover().ladder(), doc)) in readme, (
         "paste `gemmlab explain --results benchmarks/h100-compare-4096.json --markdown`")

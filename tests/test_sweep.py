@@ -80,14 +80,14 @@ def test_shipped_winners_cover_the_suite_on_the_h100():
 def test_auto_uses_the_cache_then_the_rule():
     cat = gemmlab.catalog()
     v, params, how = tuning.choose(cat, "H100", Shape(1024, 1024, 1024))
-    assert how.startswith("rule") and v.name == "lean" and params["BM"] == 64
+    assert how.startswith("rule") and v.name == "spread" and params["BM"] == 64
     tuning.save_best("H100", Shape(1024, 1024, 1024), {"variant": "regblock", "params": {"REG": 4}, "ms": 1.0, "tflops": 1.0})
     v, params, how = tuning.choose(cat, "H100", Shape(1024, 1024, 1024))
     assert v.name == "regblock" and params["REG"] == 4 and how.startswith("tuning cache")
 
 
-@pytest.mark.parametrize("shape,variant,bm", [((4096, 4096, 4096), "lean", 128), ((3072, 3072, 3072), "lean", 64),
-                                              ((1024, 1024, 1024), "lean", 64), ((64, 3072, 3072), "pipelined", 64)])
+@pytest.mark.parametrize("shape,variant,bm", [((4096, 4096, 4096), "spread", 128), ((3072, 3072, 3072), "spread", 64),
+                                              ((1024, 1024, 1024), "spread", 64), ((64, 3072, 3072), "pipelined", 64)])
 def test_rule_fills_the_waves(shape, variant, bm):
     name, overrides, why = tuning.rule(Shape(*shape), sms=132)
     params = gemmlab.catalog().get(name).resolve(overrides)
@@ -213,7 +213,7 @@ def test_the_api_chooses_like_auto():
     v, params, why = gemmlab.choose(64, 3072, 3072, device="NVIDIA H100 80GB HBM3", sms=132)
     assert v.name == "pipelined" and params["SPLIT_K"] == 16 and why.startswith("tuning cache")
     v, params, why = gemmlab.choose(4096, 4096, 4096, device="some other GPU", sms=132)
-    assert v.name == "lean" and params == v.defaults() and why.startswith("rule")
+    assert v.name == "spread" and params == v.defaults() and why.startswith("rule")
 
 
 def _recorded(name):

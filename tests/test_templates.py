@@ -8,7 +8,7 @@ from gemmlab import GemmlabError
 from gemmlab.templates import builtin_dir, discover, load_variant
 from conftest import GOOD_BODY, write_template
 
-LADDER = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined", "lean",
+LADDER = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined", "lean", "spread",
           "splitk", "splitk_atomic", "skinny", "skinny_async", "skinny_narrow", "wmma", "mma", "wgmma", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32"]
 
 
