@@ -104,7 +104,7 @@ def test_skinny_configurations(tmp_path, params, shapes):
     ("lean", {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "SPLIT_K": 4},
      [(70, 132, 301), (17, 33, 65), (64, 128, 256)]),  # split K: float4 atomics, single ones where N % 4 != 0
     ("spread", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "UNROLL": 4, "STAGES": 2},
-     [(130, 136, 100), (64, 64, 64)]),  # pieces of the unchecked copies in every trip but the last step's
+     [(130, 136, 100), (64, 64, 64)]),  # inside A and B: unchecked pieces, checked ones for the last K step
     ("spread", {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "BK": 32, "STAGES": 3, "SPLIT_K": 4},
      [(70, 132, 301), (17, 33, 65)]),  # split K; N % 4 != 0: checked copies of single floats
     ("spread", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "UNROLL": 16, "STAGES": 3},
