@@ -907,6 +907,9 @@ def report_cmd(files, markdown, versus, as_json, as_csv):
     for doc in docs:
         if "findings" in doc:  # a `run --sanitize --json` document
             click.echo(report.findings_markdown(doc)) if markdown else out().print(report.findings_table(doc))
+        elif doc.get("command") in report.VIEWS:  # suite, scaling, occupancy: their own columns
+            table, md = report.VIEWS[doc["command"]]
+            click.echo(md(doc)) if markdown else out().print(table(doc))
         elif markdown:
             click.echo(report.markdown(doc))
         else:

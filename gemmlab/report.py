@@ -293,6 +293,11 @@ def occupancy_markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
+# Saved documents of the commands whose rows are not a ladder's: `gemmlab report` shows them as the command did.
+VIEWS = {"suite": (suite_table, suite_markdown), "scaling": (scaling_table, scaling_markdown),
+         "occupancy": (occupancy_table, occupancy_markdown)}
+
+
 def profile_table(found: dict) -> Table:
     shape = "x".join(str(found["shape"][k]) for k in "MNK")
     t = Table(title=f"ncu: {found['variant']} {params_text(found['params'])} at {shape}, first launch",

@@ -140,6 +140,17 @@ def test_report_renders_saved_results(tmp_path):
     assert invoke("report", bad).exit_code == 1
 
 
+@pytest.mark.parametrize("name", ["h100-suite.json", "h100-scaling.json", "h100-occupancy.json"])
+def test_report_shows_suite_scaling_and_occupancy_files_in_their_own_columns(name):
+    from gemmlab import report
+    f = ROOT / "benchmarks" / name
+    doc = json.loads(f.read_text())
+    r = invoke("report", f)
+    assert r.exit_code == 0, r.output
+    md = invoke("report", "--markdown", f)
+    assert md.exit_code == 0 and report.VIEWS[doc["command"]][1](doc) in md.output
+
+
 def test_example_template_builds_beside_the_builtins():
     r = invoke("build", "--arch", "sm_90", "--kernels-dir", ROOT / "examples" / "kernels")
     assert r.exit_code == 0, r.output
