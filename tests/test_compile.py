@@ -1,5 +1,8 @@
 """NVRTC compilation for sm_90 without a GPU: every configuration, spills, the cache, error mapping."""
 
+import itertools
+import re
+
 import pytest
 
 from gemmlab import GemmlabError
@@ -87,6 +90,15 @@ def test_the_driver_jit_cache_is_off_for_nvrtc():
     import os
     import gemmlab.compile  # noqa: F401
     assert os.environ["CUDA_CACHE_DISABLE"] == "1"
+
+
+@pytest.mark.parametrize("name", ["regblock", "vectorized", "bankfree", "warptile"])
+def test_tile_copy_issues_every_load_before_its_first_store(name):
+    """A thread's global loads of a tile all go out before it stores any of them to shared memory: one wait
+    on memory per tile. (A copy loop from tid with a stride does not unroll: load, store, load, store.)"""
+    v = discover().get(name)
+    ops = re.findall(r"\b(LDG|STS)\b", sass(compile_rendered(render(v, v.defaults()), "sm_90")))
+    assert [op for op, _ in itertools.groupby(ops)] == ["LDG", "STS"], ops
 
 
 @pytest.mark.parametrize("name,needles", [
