@@ -22,11 +22,16 @@ EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w 
 CP_ASYNC = re.compile(r'asm volatile\("cp\.async\.c[ag]\.shared\.global \[%0\], \[%1\], (\d+), %2;\\n" :: '
                       r'"r"\((\w+)\), "l"\((\w+)\), "r"\((.+)\)\);')
 CP_ASYNC_GROUP = re.compile(r'asm volatile\("cp\.async\.(?:commit_group|wait_group \d+);\\n" ::\);')
+# split.j2's release store and acquire load: calls of the shim's std::atomic versions.
+ST_RELEASE = re.compile(r'asm volatile\("st\.release\.gpu\.global\.u32 \[%0\], %1;" :: "l"\((\w+)\), "r"\((\w+)\) : "memory"\);')
+LD_ACQUIRE = re.compile(r'asm volatile\("ld\.acquire\.gpu\.global\.u32 %0, \[%1\];" : "=r"\((\w+)\) : "l"\((\w+)\) : "memory"\);')
 
 
 def emulable(source: str) -> str:
-    """The kernel as the emulator compiles it: cp.async done at once, `extern __shared__` the shim's smem."""
+    """The kernel as the emulator compiles it: cp.async done at once, `extern __shared__` the shim's smem,
+    split.j2's counters read and written through std::atomic."""
     source = CP_ASYNC_GROUP.sub(";", CP_ASYNC.sub(r"cp_async_now(\2, \3, \1, \4);", source))
+    source = LD_ACQUIRE.sub(r"\1 = load_acquire_now(\2);", ST_RELEASE.sub(r"store_release_now(\1, \2);", source))
     return EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(::smem);", source)
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) to emulate kernels")
@@ -44,8 +49,11 @@ PLAIN = [v.name for v in gemmlab.catalog().ladder() if plain(v)]
 
 
 def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
-    """{shape: (relative error, elements of C not written)}; `edit` replaces text in the kernel first."""
+    """{shape: (relative error, elements of C not written)}; `edit` replaces text in the kernel first.
+    A kernel that counts its blocks across launches (split K, kernels/split.j2) is launched twice, C
+    poisoned before each, and must be right the second time too."""
     source = emulable(render(v, params).source.replace(*edit))
+    launches = 2 if "split_ticket(" in source else 1
     (tmp_path / "kernel.cu").write_text(source)
     exe = tmp_path / "kernel"
     geo = v.geometry(params, *shapes[0])  # whether there is a workspace and a second kernel: the same for any shape
@@ -57,7 +65,7 @@ def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
     for shape in shapes:
         geo = v.geometry(params, *shape)
         args = [*shape, *geo.grid, *geo.block, int(geo.zero_output), geo.workspace // 4,
-                *(geo.reduce_grid or (0, 0, 0)), *(geo.reduce_block or (0, 0, 0))]
+                *(geo.reduce_grid or (0, 0, 0)), *(geo.reduce_block or (0, 0, 0)), launches]
         out = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         err, unwritten = out.stdout.split()
@@ -139,3 +147,15 @@ def test_the_emulator_catches_a_wrong_kernel(tmp_path):
     assert bug[0] in render(v).source
     (err, unwritten), = emulate(tmp_path, v, v.defaults(), [(17, 33, 65)], edit=bug).values()
     assert err > 1e-3 and unwritten == 0
+
+
+@pytest.mark.parametrize("name", ["spread", "skinny_async"])
+def test_the_emulator_catches_split_k_not_zeroing_c(tmp_path, name):
+    """Split K adds into C, which the kernel zeroes itself (kernels/split.j2): with the zeroing taken out,
+    C's poison must survive the additions and fail here."""
+    v = gemmlab.catalog().get(name)
+    params = v.resolve({"SPLIT_K": 4} if name == "spread" else {"BM": 2, "SPLIT_K": 4})
+    bug = ("p[j] = 0.f;", ";")
+    assert bug[0] in render(v, params).source
+    (err, unwritten), = emulate(tmp_path, v, params, [(17, 33, 65)], edit=bug).values()
+    assert unwritten > 0

@@ -78,6 +78,19 @@ def test_wrong_kernels_fail_and_are_not_timed(user_dir, bug, edit, expect_unwrit
     assert (r.check.unwritten > 0) == expect_unwritten
 
 
+def test_a_kernel_right_only_on_its_first_launch_fails(user_dir):
+    """Split K keeps counters in the module from one launch to the next (kernels/split.j2), so a result is
+    checked again after the timed launches. A kernel that goes wrong from its second launch on must FAIL
+    there, untimed."""
+    body = GOOD_BODY.replace("{\n", """{
+    const unsigned n = atomicAdd(&calls, 1u), threads = gridDim.x * gridDim.y * blockDim.x * blockDim.y;
+""", 1).replace("C[row * N + col] = acc;", "C[row * N + col] = n < threads ? acc : acc * 1.0001f;")
+    write_template(user_dir, "stale", "__device__ unsigned calls;  // the threads of all launches so far\n" + body)
+    v = gemmlab.catalog((user_dir,)).get("stale")
+    r = Problem(Shape(100, 70, 50)).run(v, v.defaults(), gemmlab.build(v, v.defaults()))
+    assert r.status == "FAIL" and r.timing is None and r.check.unwritten == 0
+
+
 def test_out_of_memory_is_a_clear_error():
     with pytest.raises(gemmlab.GemmlabError, match="GiB of GPU memory"):
         Problem(Shape(46340, 46340, 46340), fp64_check=True)

@@ -1,10 +1,11 @@
 // Run the kernel in KERNEL (its `extern __shared__` array renamed to `smem`) on random A and B and
 // compare C with a float64 product:
-//     main M N K gx gy gz bx by bz zero_c workspace_floats rgx rgy rgz rbx rby rbz
+//     main M N K gx gy gz bx by bz zero_c workspace_floats rgx rgy rgz rbx rby rbz launches
 // Built with -DWORKSPACE, gemm gets a float workspace (NaN at first) after K; with -DREDUCE, the
 // kernel `reduce(W, C, M, N, K)` runs after it on grid rg and block rb (split K's second kernel).
-// Prints the relative error and the number of elements of C left as they were (C starts as NaN
-// unless the kernel adds into it).
+// The kernel runs `launches` times, C set before each (NaN, or 0 if zero_c), so that a kernel which keeps
+// state from one launch to the next (split.j2's counters) must be right on the later ones too. Prints the
+// relative error after the last launch and the number of elements of C left as they were.
 #include "shim.h"
 #include KERNEL
 
@@ -36,10 +37,10 @@ void run_grid(dim3 grid, dim3 block, Kernel kernel)
 
 int main(int argc, char** argv)
 {
-    if (argc != 18)
+    if (argc != 19)
         return 2;
-    int a[17];
-    for (int i = 0; i < 17; ++i)
+    int a[18];
+    for (int i = 0; i < 18; ++i)
         a[i] = atoi(argv[i + 1]);
     const int M = a[0], N = a[1], K = a[2];
     const dim3 grid = {unsigned(a[3]), unsigned(a[4]), unsigned(a[5])}, block = {unsigned(a[6]), unsigned(a[7]), unsigned(a[8])};
@@ -47,15 +48,18 @@ int main(int argc, char** argv)
     srand(1);
     for (auto& x : A) x = rand() / float(RAND_MAX) - 0.5f;
     for (auto& x : B) x = rand() / float(RAND_MAX) - 0.5f;
+    for (int launch = 0; launch < a[17]; ++launch) {
+        std::fill(C.begin(), C.end(), a[9] ? 0.0f : NAN);
 #ifdef WORKSPACE
-    run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K, W.data()); });
+        run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K, W.data()); });
 #else
-    run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K); });
+        run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K); });
 #endif
 #ifdef REDUCE
-    run_grid({unsigned(a[11]), unsigned(a[12]), unsigned(a[13])}, {unsigned(a[14]), unsigned(a[15]), unsigned(a[16])},
-             [&] { reduce(W.data(), C.data(), M, N, K); });
+        run_grid({unsigned(a[11]), unsigned(a[12]), unsigned(a[13])}, {unsigned(a[14]), unsigned(a[15]), unsigned(a[16])},
+                 [&] { reduce(W.data(), C.data(), M, N, K); });
 #endif
+    }
     double err = 0, norm = 0;
     long unwritten = 0;
     for (int m = 0; m < M; ++m)

@@ -29,6 +29,26 @@ inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y
 inline void __syncthreads() { block_barrier->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { warp_barriers[linear_thread() / 32]->arrive_and_wait(); }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline void store_release_now(unsigned* p, unsigned v) { std::atomic_ref<unsigned>(*p).store(v, std::memory_order_release); }
+inline unsigned load_acquire_now(const unsigned* p)
+{
+    return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_acquire);
+}
+// A barrier that returns whether any thread of the block passed a nonzero predicate.
+std::atomic<int> syncthreads_or_any;
+inline int __syncthreads_or(int predicate)
+{
+    if (predicate)
+        syncthreads_or_any = 1;
+    __syncthreads();
+    const int any = syncthreads_or_any;
+    __syncthreads();  // everyone has read it
+    if (linear_thread() == 0)
+        syncthreads_or_any = 0;
+    __syncthreads();  // reset before anyone's next call
+    return any;
+}
 // A warp shuffle: each lane posts its value, the warp meets, each reads its partner's, the warp meets again.
 float shuffle_board[32][32];  // [warp][lane]
 inline float __shfl_xor_sync(unsigned, float v, int mask)
