@@ -53,7 +53,7 @@ def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
     A kernel that counts its blocks across launches (split K, kernels/split.j2) is launched twice, C
     poisoned before each, and must be right the second time too."""
     source = emulable(render(v, params).source.replace(*edit))
-    launches = 2 if "split_ticket(" in source else 1
+    launches = 2 if "split_arrive(" in source else 1
     (tmp_path / "kernel.cu").write_text(source)
     exe = tmp_path / "kernel"
     geo = v.geometry(params, *shapes[0])  # whether there is a workspace and a second kernel: the same for any shape

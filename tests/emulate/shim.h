@@ -35,20 +35,6 @@ inline unsigned load_acquire_now(const unsigned* p)
 {
     return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_acquire);
 }
-// A barrier that returns whether any thread of the block passed a nonzero predicate.
-std::atomic<int> syncthreads_or_any;
-inline int __syncthreads_or(int predicate)
-{
-    if (predicate)
-        syncthreads_or_any = 1;
-    __syncthreads();
-    const int any = syncthreads_or_any;
-    __syncthreads();  // everyone has read it
-    if (linear_thread() == 0)
-        syncthreads_or_any = 0;
-    __syncthreads();  // reset before anyone's next call
-    return any;
-}
 // A warp shuffle: each lane posts its value, the warp meets, each reads its partner's, the warp meets again.
 float shuffle_board[32][32];  // [warp][lane]
 inline float __shfl_xor_sync(unsigned, float v, int mask)
