@@ -3,7 +3,8 @@ alone, the kernel alone, both (what the suite times), both with a warm L2; cuBLA
     python3 benchmarks/m1_overheads.py                 # the table
     ncu --csv --metrics gpu__time_duration.sum python3 benchmarks/m1_overheads.py --once
                                                        # each kernel's own duration: 2 launches a config, then cuBLAS
-Result on the H100: benchmarks/h100-m1-overheads.txt."""
+Result on the H100: benchmarks/h100-m1-overheads.txt. Written for skinny_async as it was then; since commit
+12ca5f3 the kernel zeroes C itself (kernels/split.j2), so the fill here is no longer needed by it."""
 import sys
 
 import cupy as cp
