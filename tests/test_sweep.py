@@ -211,7 +211,7 @@ def test_roofline_plot_is_a_png(tmp_path):
 
 def test_the_api_chooses_like_auto():
     v, params, why = gemmlab.choose(64, 3072, 3072, device="NVIDIA H100 80GB HBM3", sms=132)
-    assert v.name == "pipelined" and params["SPLIT_K"] == 16 and why.startswith("tuning cache")
+    assert v.name == "spread" and params["SPLIT_K"] == 16 and why.startswith("tuning cache")
     v, params, why = gemmlab.choose(4096, 4096, 4096, device="some other GPU", sms=132)
     assert v.name == "spread" and params == v.defaults() and why.startswith("rule")
 
