@@ -4,9 +4,11 @@
 #     benchmarks/suite.sh h100     (writes benchmarks/h100-sweep-split/{skinny_async,skinny_narrow,pipelined}-MxNxK.json, h100-suite.json)
 # skinny_async at M = 1, 16, 32, 64 (N = K = 3072; at 32 and 64 rows also with 16-row blocks, which read B
 # twice or four times, the repeats from L2), skinny_narrow at M = 1, pipelined with K split up to 128 ways at 128x128x32768 and up
-# to 64 ways at 256 x 256 x (256, 1024, 8192), and spread with its medium tile and K split at 512, 256 and
-# 128 x 3072 x 3072 and 256x256x8192 (wider grids than the sweeps of runs 7 and 8 of benchmarks/h100-spread-steps.txt,
-# which chose the shipped entries; this script has not been run with them yet).
+# to 64 ways at 256 x 256 x (256, 1024, 8192), and spread with its medium tile and K split at 512, 256, 128
+# and 64 x 3072 x 3072 and 256x256x8192 (wider grids than the sweeps of runs 7 and 8 of
+# benchmarks/h100-spread-steps.txt, which chose the shipped entries at 512, 256 and 128 rows, and than those in
+# benchmarks/h100-sweep-split/spread-{128,64}x3072x3072.json, which chose the 64-row entry; this script has not
+# been run with them yet).
 # A winner is saved only if it beats what the cache (or kernels/tuning.json) has. Ship the winners by
 # copying the cache's entries (`gemmlab sweep --help` says where it is) into kernels/tuning.json.
 set -euo pipefail
@@ -34,9 +36,9 @@ for K in 256 1024 8192; do
         --param WM=32 --param WN=32,64 --param TM=4,8 --param TN=4,8 --param STAGES=3,4 --param SPLIT_K=2,4,8,16,32,64
 done
 MED="--param BM=64 --param BN=128 --param WM=32 --param WN=64 --param TM=8 --param TN=8 --param STAGES=3"
-for M in 512 256 128; do
+for M in 512 256 128 64; do
     sweep "$dir/spread-${M}x3072x3072.json" --variant spread -M "$M" -N 3072 -K 3072 $MED --param BK=16,32 \
-        --param UNROLL=4,8 --param SPLIT_K=2,4,8,16
+        --param UNROLL=4,8 --param SPLIT_K=2,4,8,16,32
 done
 sweep "$dir/spread-256x256x8192.json" --variant spread -M 256 -N 256 -K 8192 --param BM=64 --param BN=64,128 \
     --param WM=32 --param WN=32,64 --param TM=4,8 --param TN=8 --param BK=16,32 --param STAGES=3 --param SPLIT_K=16,32,64
