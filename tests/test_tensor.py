@@ -224,3 +224,21 @@ def test_compare_takes_its_type_from_the_first_named_variant():
     r = invoke("compare", "--variants", "tiled,wmma", "--size", "64")
     assert r.exit_code == 1 and "variant 'wmma' runs bf16, fp16, tf32, not fp32" in r.output
     assert "Traceback" not in r.output
+
+
+# Shapes where wgmma_ws streams its last wave on 132 SMs (stream_k.j2: idle SMs x K steps > 12 x 132):
+# 133 tiles, so the last tile's 64 K steps go to 64 blocks of one step each; 192 tiles (60 streamed)
+# with K not a multiple of 64; 336 tiles of 192 x 192 (72 streamed) in fp16 with the alpha/beta epilogue.
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,dtype,params", [
+    ((896, 4864, 4096), "bf16", {}),
+    ((2000, 3000, 4000), "bf16", {"STAGED_STORE": False}),
+    ((4000, 3000, 2000), "fp16", {"BM": 192, "BN": 192, "EPILOGUE": "alpha_beta"})])
+def test_stream_k_shares_out_the_last_wave(shape, dtype, params):
+    from gemmlab.runner import Problem
+    v = gemmlab.catalog().get("wgmma_ws")
+    params = v.resolve(v.for_dtype(dtype, params))
+    assert params["STREAM_K"] and v.geometry(params, *shape, 132).workspace > 0
+    # timed: many launches, then checked again, so the flags left by one launch must not spoil the next
+    r = Problem(Shape(*shape), dtype=dtype).run(v, params, gemmlab.build(v, params), min_reps=3)
+    assert r.status == "PASS" and r.timing is not None, (r.error, r.check)
