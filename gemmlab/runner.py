@@ -388,7 +388,8 @@ class Problem:
             if r.check.passed and timed:
                 r.timing = bench(launch, min_reps=min_reps, phase=phase)
                 # Checked again after the timed launches: a kernel that keeps state from one launch to
-                # the next (split K's counters, kernels/split.j2) must be right on the last one too.
+                # the next (split K's counters, kernels/split.j2; stream-K's flags, kernels/stream_k.j2) must
+                # be right on the last one too.
                 again = checked_launch()
                 if not again.passed:
                     r.check, r.timing = again, None

@@ -22,7 +22,7 @@ EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w 
 CP_ASYNC = re.compile(r'asm volatile\("cp\.async\.c[ag]\.shared\.global \[%0\], \[%1\], (\d+), %2;\\n" :: '
                       r'"r"\((\w+)\), "l"\((\w+)\), "r"\((.+)\)\);')
 CP_ASYNC_GROUP = re.compile(r'asm volatile\("cp\.async\.(?:commit_group|wait_group \d+);\\n" ::\);')
-# split.j2's release store and acquire load: calls of the shim's std::atomic versions.
+# flags.j2's release store and acquire load (split.j2 uses them): calls of the shim's std::atomic versions.
 ST_RELEASE = re.compile(r'asm volatile\("st\.release\.gpu\.global\.u32 \[%0\], %1;" :: "l"\((\w+)\), "r"\((\w+)\) : "memory"\);')
 LD_ACQUIRE = re.compile(r'asm volatile\("ld\.acquire\.gpu\.global\.u32 %0, \[%1\];" : "=r"\((\w+)\) : "l"\((\w+)\) : "memory"\);')
 
