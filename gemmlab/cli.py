@@ -102,6 +102,9 @@ def shape_options(f):
                      help="M = N = K.")(f)
     f = click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True,
                      help="Least number of timed repetitions (more are run to fill 100 ms).")(f)
+    f = click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Measure cuBLAS and every kernel this many times, taking turns in alternating order, "
+                          "and report each one's median: clock drift under the power cap then touches all alike.")(f)
     f = click.option("--seed", type=int, help="Seed of the random inputs (default: fresh each run).")(f)
     f = click.option("--check", "check_ref", type=click.Choice(["cupy", "fp64"]), default="cupy",
                      show_default=True, help="Reference: cupy.matmul in FP32, or float64.")(f)
@@ -187,7 +190,7 @@ def _common(ctx, c: dict, sanitizing: bool = False):
     shape = make_shape(None, m, n, k)
     out_path = _new_file(c["out_path"], "--out")
     opts = Options(reps=c["reps"], seed=c["seed"], fp64_check=c["check_ref"] == "fp64", timeout=c["timeout"],
-                   dtype=c["dtype"] or "fp32")
+                   dtype=c["dtype"] or "fp32", rounds=c["rounds"])
     return shape, opts, fmt, out_path
 
 

@@ -11,7 +11,8 @@ records it in the history and in the --out file), so a fault or Ctrl-C loses not
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from . import report
 from .compile import compile_rendered
 from .errors import GemmlabError
 from .render import render
-from .runner import CUBLAS_SOURCE, Result, Shape
+from .runner import CUBLAS_SOURCE, Result, Shape, Timing
 from .worker import SETUP_TIMEOUT_S, Fault, Isolated
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -32,6 +33,7 @@ class Options:
     fp64_check: bool = False
     dtype: str = "fp32"  # the input type of every job in the run
     timeout: float = DEFAULT_TIMEOUT_S
+    rounds: int = 1  # measurements of cuBLAS and of each job, taken in turns (see run_jobs)
 
 
 def source_hash(source: str) -> str:
@@ -42,61 +44,118 @@ def fresh_seed() -> int:
     return int.from_bytes(np.random.bytes(4), "little")
 
 
+@dataclass
+class _Entry:
+    """A job (variant None: cuBLAS) in a run: what it compiled to, its results so far, its row once final."""
+    variant: object
+    params: dict
+    compiled: object = None
+    hash: str | None = None
+    results: list = field(default_factory=list)
+    row: dict | None = None
+
+
+def merge_rounds(results: list[Result]) -> Result:
+    """One result for a kernel measured in several rounds: the first round that did not pass, if one did
+    not (its failure is the row's), else the first round's with the median of the rounds' median times."""
+    bad = next((r for r in results if r.valid_time is None), None)
+    if bad is not None or len(results) == 1:
+        return bad or results[0]
+    medians = [r.timing.median_ms for r in results]
+    timing = Timing(float(np.median(medians)), min(r.timing.min_ms for r in results),
+                    max(r.timing.max_ms for r in results), sum(r.timing.reps for r in results), medians)
+    return dataclasses.replace(results[0], timing=timing)
+
+
 def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas: bool = True,
              keep_going: bool = False, on_phase=None, on_row=None,
              handler: str = "gemmlab.worker:GpuJobs") -> tuple[dict, list[dict]]:
     """(document, rows): the document's metadata and one row per job, cuBLAS's last. `jobs` is a list of
     (variant, params), or a function of the device that makes that list (for choices that depend on
     the GPU: `auto`, the sweep's cache and parallel compile), called after cuBLAS. `on_row(doc, row)`
-    sees each row as it is made. Without keep_going, the first job that cannot even be built raises
+    sees each row once it is final. Without keep_going, the first job that cannot even be built raises
     its GemmlabError. A KeyboardInterrupt ends the run early: the rows so far are returned and the
-    document says `interrupted`. (`handler` is the worker's job handler; tests give a fake one.)"""
+    document says `interrupted`. (`handler` is the worker's job handler; tests give a fake one.)
+
+    With opts.rounds > 1, cuBLAS and every job are measured that many times, in turn and in alternating
+    order (cuBLAS, 1, 2, .., n, then n, .., 2, 1, cuBLAS, ...), and each row has the median of its rounds:
+    under a power cap the clock drifts over a run, and taking turns lets the drift touch every kernel
+    alike. A job that fails a round is not measured again. Rows are final after their last round."""
     seed = opts.seed if opts.seed is not None else fresh_seed()  # a restarted worker makes the same inputs
     on_phase = on_phase or (lambda text: None)
     on_row = on_row or (lambda doc, row: None)
-    rows, cublas_row = [], None
+    todo, cublas = [], _Entry(None, {})  # _Entry per job, in job order
     with Isolated(handler, (shape, seed, opts.fp64_check, opts.dtype), opts.timeout, on_phase) as w:
         info = w.start()  # no GPU, or no room for the inputs: a GemmlabError for the whole run
         dev = info["device"]
         doc = report.meta(command, dev, shape, seed, opts.dtype)
+        if opts.rounds > 1:
+            doc["rounds"] = opts.rounds
         peak = dev.peak(opts.dtype)
 
-        def finish(result: Result, cublas_ms=None, hash_=None) -> dict:
-            row = report.row(result, peak, cublas_ms)
-            row["source_hash"] = hash_
-            on_row(doc, row)
-            return row
+        def finish(e: _Entry) -> None:  # the entry's row, from the rounds it has, handed on
+            result = merge_rounds(e.results)
+            cublas_ms = result.valid_time if e is cublas else cublas.row["ms"] if cublas.row else None
+            e.row = report.row(result, peak, cublas_ms)
+            e.row["source_hash"] = e.hash
+            on_row(doc, e.row)
+
+        def measure(e: _Entry, rnd: int) -> None:
+            label = "cuBLAS" if e is cublas else f"{e.variant.name} {report.params_text(e.params)}"
+            on_phase(label if opts.rounds == 1 else f"round {rnd + 1}/{opts.rounds}: {label}")
+            if e is cublas:
+                try:
+                    e.results.append(w.call(("cublas", opts.reps), max(opts.timeout, SETUP_TIMEOUT_S)))  # loads cuBLAS
+                except Fault as f:
+                    e.results.append(Result("cuBLAS", {}, shape, source=CUBLAS_SOURCE[opts.dtype], dtype=opts.dtype,
+                                            fault=f.kind, error=f.message))
+                return
+            v, params = e.variant, e.params
+            try:
+                if e.compiled is None:  # built once, in the first round
+                    rendered = render(v, params)
+                    e.hash = source_hash(rendered.source)
+                    v.geometry(params, shape.M, shape.N, shape.K)  # a grid CUDA cannot launch: say so here
+                    e.compiled = compile_rendered(rendered, dev.arch)  # no GPU needed, and not on the clock
+                result = w.call(("run", e.compiled, opts.reps, True))
+            except GemmlabError as err:
+                if not keep_going:
+                    raise
+                result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
+                                dtype=opts.dtype, error=str(err))
+            except Fault as f:
+                result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
+                                dtype=opts.dtype, fault=f.kind, error=f.message)
+            e.results.append(result)
+
+        def done(e: _Entry) -> bool:  # all rounds measured, or one failed
+            return len(e.results) == opts.rounds or bool(e.results) and e.results[-1].valid_time is None
+
+        def release() -> None:  # hand on the rows that are final, cuBLAS's first (the others' % of it)
+            if with_cublas and cublas.row is None:
+                if not done(cublas):
+                    return
+                finish(cublas)
+            for e in todo:
+                if e.row is None and done(e):
+                    finish(e)
 
         try:
-            cublas_ms = None
             if with_cublas:
-                on_phase("cuBLAS")
-                try:
-                    cublas = w.call(("cublas", opts.reps), max(opts.timeout, SETUP_TIMEOUT_S))  # loads cuBLAS
-                except Fault as f:
-                    cublas = Result("cuBLAS", {}, shape, source=CUBLAS_SOURCE[opts.dtype], dtype=opts.dtype,
-                                    fault=f.kind, error=f.message)
-                cublas_ms = cublas.valid_time
-                cublas_row = finish(cublas, cublas_ms)
-            for v, params in (jobs(dev) if callable(jobs) else jobs):
-                on_phase(f"{v.name} {report.params_text(params)}")
-                hash_ = None
-                try:
-                    rendered = render(v, params)
-                    hash_ = source_hash(rendered.source)
-                    v.geometry(params, shape.M, shape.N, shape.K)  # a grid CUDA cannot launch: say so here
-                    compiled = compile_rendered(rendered, dev.arch)  # no GPU needed, and not on the clock
-                    result = w.call(("run", compiled, opts.reps, True))
-                except GemmlabError as e:
-                    if not keep_going:
-                        raise
-                    result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
-                                    dtype=opts.dtype, error=str(e))
-                except Fault as f:
-                    result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
-                                    dtype=opts.dtype, fault=f.kind, error=f.message)
-                rows.append(finish(result, cublas_ms, hash_))
+                measure(cublas, 0)
+                release()
+            todo += [_Entry(v, p) for v, p in (jobs(dev) if callable(jobs) else jobs)]
+            for rnd in range(opts.rounds):
+                entries = ([cublas] if with_cublas else []) + todo
+                for e in (entries if rnd % 2 == 0 else entries[::-1]):
+                    if len(e.results) == rnd and not done(e):
+                        measure(e, rnd)
+                        release()
         except KeyboardInterrupt:
             w.kill()  # do not wait for the job in flight
             doc["interrupted"] = True
-    return doc, rows + ([cublas_row] if cublas_row else [])
+            for e in [cublas] + todo:  # what was measured, with the rounds it had
+                if e.row is None and e.results:
+                    finish(e)
+    rows = [e.row for e in todo if e.row is not None]
+    return doc, rows + ([cublas.row] if cublas.row else [])

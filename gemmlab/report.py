@@ -74,7 +74,7 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
         "reference": r.check.reference if r.check else None,
         "unwritten": r.check.unwritten if r.check else None,
         "ms": ms, "ms_min": r.timing.min_ms if ms else None, "ms_max": r.timing.max_ms if ms else None,
-        "reps": r.timing.reps if ms else None,
+        "reps": r.timing.reps if ms else None, "rounds_ms": r.timing.rounds if ms else None,
         "tflops": tflops, "gflops": tflops * 1e3 if tflops else None,
         "pct_peak": 100 * tflops * 1e12 / peak_flops if tflops else None,
         "pct_cublas": 100 * cublas_ms / ms if ms and cublas_ms else None,

@@ -87,6 +87,7 @@ class Timing:
     min_ms: float
     max_ms: float
     reps: int
+    rounds: list[float] | None = None  # each round's median, where the time is the median of several rounds
 
 
 @dataclass

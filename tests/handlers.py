@@ -44,10 +44,11 @@ class Echo:
 
 class FakeGpu:
     """Stands in for worker.GpuJobs on a CPU: a made-up H100; variants named oob crash, named hang
-    hang, named slow take 2 ms, others 1 ms."""
+    hang, named slow take 2 ms, named drift 1 ms + 0.1 ms per request this worker has had, others 1 ms.
+    With $FAKEGPU_LOG set, each request's name is appended to that file."""
 
     def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
-        self.shape, self.seed, self.poisoned = shape, seed, False
+        self.shape, self.seed, self.poisoned, self.requests = shape, seed, False, 0
 
     def info(self):
         from gemmlab.device import DeviceInfo
@@ -57,6 +58,10 @@ class FakeGpu:
 
     def handle(self, request):
         from gemmlab.runner import Check, Result, Timing
+        self.requests += 1
+        if os.environ.get("FAKEGPU_LOG"):
+            with open(os.environ["FAKEGPU_LOG"], "a") as log:
+                log.write(("cuBLAS" if request[0] == "cublas" else request[1].rendered.variant.name) + "\n")
         if request[0] == "cublas":
             name, params, ms = "cuBLAS", {}, 0.5
         else:
@@ -67,6 +72,6 @@ class FakeGpu:
             if name == "oob":
                 self.poisoned = True
                 return Result(name, params, self.shape, fault="CRASHED", error="the kernel failed: illegal address")
-            ms = 2.0 if name == "slow" else 1.0
+            ms = 2.0 if name == "slow" else 1.0 + 0.1 * (self.requests - 1) if name == "drift" else 1.0
         return Result(name, dict(params), self.shape, check=Check(1e-7, 1e-6, 1e-5, "cupy.matmul"),
                       timing=Timing(ms, ms, ms, 10))

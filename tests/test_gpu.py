@@ -127,6 +127,16 @@ def test_cli_compare_odd_shape():
     assert rows[1]["speedup_prev"] > 0
 
 
+def test_cli_compare_in_rounds():
+    r = _cli("compare", "--variants", "tiled,regblock", "--size", "512", "--rounds", "3", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["rounds"] == 3 and [x["variant"] for x in doc["rows"]] == ["tiled", "regblock", "cuBLAS"]
+    for x in doc["rows"]:
+        assert x["status"] == "PASS" and len(x["rounds_ms"]) == 3
+        assert x["ms"] == sorted(x["rounds_ms"])[1] and x["ms_min"] <= min(x["rounds_ms"])
+
+
 def test_cli_reports_a_wrong_kernel_as_fail(user_dir):
     write_template(user_dir, "bug", GOOD_BODY.replace("acc += A[", "acc -= A["))
     r = _cli("compare", "--variants", "tiled,bug", "--size", "128", "--kernels-dir", user_dir)
