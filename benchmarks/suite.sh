@@ -24,11 +24,12 @@ sweep() {  # sweep OUTFILE ARGS...: write the results to OUTFILE only once the s
 }
 for M in 1 16 32 64; do
     BM=$([ "$M" -lt 32 ] && echo "$M" || echo 16,32)
+    EVICT=$([ "$M" -lt 32 ] && echo false,true || echo false)  # the L2 hint, where each block reads all of B once
     sweep "$dir/skinny_async-${M}x3072x3072.json" --variant skinny_async -M "$M" -N 3072 -K 3072 --param BM=$BM \
-        --param WARPS=2,4 --param ROWS=8,16 --param STAGES=2,3,4 --param SPLIT_K=4,8,16,32,64
+        --param WARPS=2,4 --param ROWS=8,16 --param STAGES=2,3,4 --param SPLIT_K=4,8,16,32,64 --param EVICT_FIRST=$EVICT
 done
 sweep "$dir/skinny_narrow-1x3072x3072.json" --variant skinny_narrow -M 1 -N 3072 -K 3072 --param COLS=16,32,64 \
-    --param WARPS=4,8,16 --param ROWS=8,16 --param STAGES=2,3,4
+    --param WARPS=4,8,16 --param ROWS=8,16 --param STAGES=2,3,4 --param EVICT_FIRST=false,true
 sweep "$dir/pipelined-128x128x32768.json" --variant pipelined -M 128 -N 128 -K 32768 --param BM=64,128 \
     --param BN=64,128 --param WM=32,64 --param WN=32,64 --param TM=4,8,16 --param TN=4,8 --param SPLIT_K=32,64,128
 for K in 256 1024 8192; do
@@ -42,6 +43,6 @@ for M in 512 256 128 64; do
 done
 sweep "$dir/spread-256x256x8192.json" --variant spread -M 256 -N 256 -K 8192 --param BM=64 --param BN=64,128 \
     --param WM=32 --param WN=32,64 --param TM=4,8 --param TN=8 --param BK=16,32 --param STAGES=3 --param SPLIT_K=16,32,64
-python3 -m gemmlab suite --json > "benchmarks/$name-suite.json.tmp"
+python3 -m gemmlab suite --rounds 3 --json > "benchmarks/$name-suite.json.tmp"
 mv "benchmarks/$name-suite.json.tmp" "benchmarks/$name-suite.json"
 python3 -m gemmlab report "benchmarks/$name-suite.json"

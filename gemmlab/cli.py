@@ -94,6 +94,12 @@ def param_options(f):
     return f
 
 
+rounds_option = click.option(
+    "--rounds", type=click.IntRange(min=1), default=1, show_default=True,
+    help="Measure cuBLAS and every kernel this many times, taking turns in alternating order, and report "
+         "each one's median: clock drift under the power cap then touches all alike.")
+
+
 def shape_options(f):
     f = click.option("-K", "k", type=click.IntRange(min=1), help="K (overrides --size).")(f)
     f = click.option("-N", "n", type=click.IntRange(min=1), help="N (overrides --size).")(f)
@@ -102,9 +108,7 @@ def shape_options(f):
                      help="M = N = K.")(f)
     f = click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True,
                      help="Least number of timed repetitions (more are run to fill 100 ms).")(f)
-    f = click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Measure cuBLAS and every kernel this many times, taking turns in alternating order, "
-                          "and report each one's median: clock drift under the power cap then touches all alike.")(f)
+    f = rounds_option(f)
     f = click.option("--seed", type=int, help="Seed of the random inputs (default: fresh each run).")(f)
     f = click.option("--check", "check_ref", type=click.Choice(["cupy", "fp64"]), default="cupy",
                      show_default=True, help="Reference: cupy.matmul in FP32, or float64.")(f)
@@ -521,6 +525,7 @@ def _plot(name: str, doc: dict, path: Path | None) -> None:
               help="Comma-separated variants to run on every shape (auto: chosen per shape).")
 @click.option("--only", metavar="MxNxK,...", help="Only these shapes of the suite.")
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
+@rounds_option
 @click.option("--seed", type=int, help="Seed of the random inputs.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Seconds a job may go without progress before it is marked TIMEOUT.")
@@ -529,7 +534,7 @@ def _plot(name: str, doc: dict, path: Path | None) -> None:
 @output_options
 @kernels_dir_option
 @click.pass_context
-def suite(ctx, variants, only, reps, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
+def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
     """The 12 shapes of the MIT 6.S894 lab against cuBLAS: roofline bound, % of it, the course's targets."""
     from . import suite as lab
     from .jobs import Options
@@ -544,7 +549,7 @@ def suite(ctx, variants, only, reps, seed, timeout, out_path, plot_path, as_json
             raise GemmlabError("--only names shapes that are not in the suite; it has: "
                                + ", ".join(str(Shape(*s)) for s, _ in lab.SHAPES))
     auto, named = _variants(variants, kernels_dirs)
-    opts = Options(reps=reps, seed=seed, timeout=timeout)
+    opts = Options(reps=reps, rounds=rounds, seed=seed, timeout=timeout)
     _, bandwidth = _on_gpu(("bandwidth",), "measure the copy bandwidth")
     targets = {str(s): t for s, t in shapes}
 

@@ -137,6 +137,15 @@ def test_cli_compare_in_rounds():
         assert x["ms"] == sorted(x["rounds_ms"])[1] and x["ms_min"] <= min(x["rounds_ms"])
 
 
+
+def test_cli_suite_in_rounds():
+    r = _cli("suite", "--only", "1x3072x3072", "--rounds", "2", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["rows"]
+    assert [x["variant"] for x in rows] == ["skinny_narrow", "cuBLAS"]  # auto's choice at one row
+    assert all(x["status"] == "PASS" and len(x["rounds_ms"]) == 2 for x in rows)
+    assert rows[0]["params"]["EVICT_FIRST"] is True
+
 def test_cli_reports_a_wrong_kernel_as_fail(user_dir):
     write_template(user_dir, "bug", GOOD_BODY.replace("acc += A[", "acc -= A["))
     r = _cli("compare", "--variants", "tiled,bug", "--size", "128", "--kernels-dir", user_dir)
