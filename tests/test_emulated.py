@@ -21,6 +21,10 @@ EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w 
 # commit and the wait become nothing.
 CP_ASYNC = re.compile(r'asm volatile\("cp\.async\.c[ag]\.shared\.global \[%0\], \[%1\], (\d+), %2;\\n" :: '
                       r'"r"\((\w+)\), "l"\((\w+)\), "r"\((.+)\)\);')
+# ... also with an L2 cache policy (cp_async.j2's evict-first copy), which the emulator has no use for.
+CP_ASYNC_HINT = re.compile(r'asm volatile\("cp\.async\.cg\.shared\.global\.L2::cache_hint \[%0\], \[%1\], (\d+), %2, %3;\\n"\s*:: '
+                           r'"r"\((\w+)\), "l"\((\w+)\), "r"\((\w+)\), "l"\((\w+)\)\);')
+CREATE_POLICY = re.compile(r'asm\("createpolicy\.[\w:.]+ %0, [\d.]+;\\n" : "=l"\((\w+)\)\);')
 CP_ASYNC_GROUP = re.compile(r'asm volatile\("cp\.async\.(?:commit_group|wait_group \d+);\\n" ::\);')
 # flags.j2's release store and acquire load (split.j2 uses them): calls of the shim's std::atomic versions.
 ST_RELEASE = re.compile(r'asm volatile\("st\.release\.gpu\.global\.u32 \[%0\], %1;" :: "l"\((\w+)\), "r"\((\w+)\) : "memory"\);')
@@ -31,6 +35,7 @@ def emulable(source: str) -> str:
     """The kernel as the emulator compiles it: cp.async done at once, `extern __shared__` the shim's smem,
     split.j2's counters read and written through std::atomic."""
     source = CP_ASYNC_GROUP.sub(";", CP_ASYNC.sub(r"cp_async_now(\2, \3, \1, \4);", source))
+    source = CREATE_POLICY.sub(r"\1 = 0;", CP_ASYNC_HINT.sub(r"cp_async_now(\2, \3, \1, \4);", source))
     source = LD_ACQUIRE.sub(r"\1 = load_acquire_now(\2);", ST_RELEASE.sub(r"store_release_now(\1, \2);", source))
     return EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(::smem);", source)
 
