@@ -118,7 +118,7 @@ def test_tma_rungs_state_their_alignment_and_boxes():
         v.geometry(v.defaults(), 256, 130, 256)
     ws = discover().get("wgmma_ws")
     assert ws.geometry(ws.defaults(), 4096, 4096, 4096, sms=132).grid == (132, 1, 1)  # persistent
-    assert ws.geometry(ws.defaults(), 128, 256, 64, sms=132).grid == (1, 1, 1)
+    assert ws.geometry(ws.defaults(), 128, 256, 64, sms=132).grid == (2, 1, 1)  # one cluster of 2 blocks
 
 
 def test_tma_box_must_be_two_expressions(user_dir):
@@ -226,14 +226,18 @@ def test_compare_takes_its_type_from_the_first_named_variant():
     assert "Traceback" not in r.output
 
 
-# Shapes where wgmma_ws streams its last wave on 132 SMs (stream_k.j2: idle SMs x K steps > 12 x 132):
-# 133 tiles, so the last tile's 64 K steps go to 64 blocks of one step each; 192 tiles (60 streamed)
-# with K not a multiple of 64; 336 tiles of 192 x 192 (72 streamed) in fp16 with the alpha/beta epilogue.
+# Shapes where wgmma_ws streams its last wave on 132 SMs (stream_k.j2: idle SMs x K steps > 12 x 132),
+# single blocks: 133 tiles, so the last tile's 64 K steps go to 64 blocks of one step each; 192 tiles
+# (60 streamed) with K not a multiple of 64; 336 tiles of 192 x 192 (72 streamed) in fp16 with the
+# alpha/beta epilogue. In 2-block clusters (66 clusters, tiles of 256 x 256: idle clusters x K steps >
+# 12 x 66): 68 tiles, 2 streamed over 16 K steps; the same with K = 1048 (17 steps, the last one short).
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,dtype,params", [
-    ((896, 4864, 4096), "bf16", {}),
-    ((2000, 3000, 4000), "bf16", {"STAGED_STORE": False}),
-    ((4000, 3000, 2000), "fp16", {"BM": 192, "BN": 192, "EPILOGUE": "alpha_beta"})])
+    ((896, 4864, 4096), "bf16", {"CLUSTER_M": 1}),
+    ((2000, 3000, 4000), "bf16", {"CLUSTER_M": 1, "STAGED_STORE": False}),
+    ((4000, 3000, 2000), "fp16", {"CLUSTER_M": 1, "BM": 192, "BN": 192, "EPILOGUE": "alpha_beta"}),
+    ((512, 8704, 1024), "bf16", {"CLUSTER_M": 2}),
+    ((1000, 4352, 1048), "fp16", {"CLUSTER_M": 2, "EPILOGUE": "alpha_beta"})])
 def test_stream_k_shares_out_the_last_wave(shape, dtype, params):
     from gemmlab.runner import Problem
     v = gemmlab.catalog().get("wgmma_ws")

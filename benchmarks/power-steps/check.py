@@ -8,7 +8,10 @@ shapes = [("bf16", (4096, 4096, 4096), {}), ("fp16", (1000, 1032, 1048), {}),
           ("bf16", (2000, 3000, 1000), {}), ("fp16", (2049, 2056, 72), {}),   # 2 K steps: fewer than LAG + 1
           ("bf16", (77, 40, 24), {"STAGES": 3}), ("bf16", (128 * 19, 256 * 7, 64 * 64), {}),  # 133 tiles: streamed
           ("bf16", (1000, 1032, 1048), {"EPILOGUE": "alpha_beta"}), ("fp16", (2000, 3000, 1000), {"EPILOGUE": "bias_relu"}),
-          ("bf16", (4000, 3000, 2000), {"BM": 192, "BN": 192, "STAGES": 3})]
+          ("bf16", (4000, 3000, 2000), {"BM": 192, "BN": 192, "STAGES": 3}),
+          # stream-K's last wave, also in 2-block clusters (68 cluster tiles of 256 x 256 on 66 clusters):
+          ("bf16", (512, 8704, 1024), {}), ("fp16", (1000, 4352, 1048), {"EPILOGUE": "alpha_beta"}),
+          ("bf16", (8192, 8192, 8192), {})]
 bad = 0
 for over in overs:
     for dtype, shape, extra in shapes:
