@@ -246,3 +246,29 @@ def test_stream_k_shares_out_the_last_wave(shape, dtype, params):
     # timed: many launches, then checked again, so the flags left by one launch must not spoil the next
     r = Problem(Shape(*shape), dtype=dtype).run(v, params, gemmlab.build(v, params), min_reps=3)
     assert r.status == "PASS" and r.timing is not None, (r.error, r.check)
+
+
+@pytest.mark.gpu
+def test_every_cluster_of_the_persistent_grid_is_resident():
+    """Stream-K's blocks wait for each other, which cannot deadlock only while every block of the grid is
+    resident at once: the driver must be able to place all of wgmma_ws's clusters (2 blocks each) together.
+    (With 4-block clusters the H100 places 30 of 33: stream-K is not offered with them.)"""
+    from cuda.bindings import driver as drv
+    from gemmlab.compile import load
+    from gemmlab.device import get_device
+    v = gemmlab.catalog().get("wgmma_ws")
+    params = v.resolve(v.for_dtype("bf16", {}))
+    assert params["STREAM_K"] and params["CLUSTER_M"] == 2
+    geo = v.geometry(params, 4096, 4096, 4096, get_device().sms)
+    kernel = load(gemmlab.build(v, params))
+    kernel.max_dynamic_shared_size_bytes = geo.smem
+    attr = drv.CUlaunchAttribute()
+    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = params["CLUSTER_M"], 1, 1
+    config = drv.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = geo.grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = geo.block
+    config.sharedMemBytes, config.numAttrs, config.attrs = geo.smem, 1, [attr]
+    err, resident = drv.cuOccupancyMaxActiveClusters(drv.CUfunction(kernel.kernel.ptr), config)
+    assert err == drv.CUresult.CUDA_SUCCESS
+    assert resident >= geo.grid[0] // params["CLUSTER_M"], (resident, geo.grid)
