@@ -1,5 +1,7 @@
 """How many clusters of 2 and of 4 wgmma_ws blocks can be resident at once (cuOccupancyMaxActiveClusters): a
-persistent grid with stream-K needs all of its blocks resident. Usage: python3 benchmarks/power-steps/clusters.py"""
+persistent grid with stream-K needs all of its blocks resident. Run 12 ran it with 4 added to wgmma_ws's
+CLUSTER_M choices (taken out again after it); tests/test_tensor.py checks the default's clusters on the GPU.
+Usage: python3 benchmarks/power-steps/clusters.py"""
 import gemmlab
 from cuda.bindings import driver as drv
 from gemmlab.compile import load
