@@ -249,26 +249,28 @@ def test_stream_k_shares_out_the_last_wave(shape, dtype, params):
 
 
 @pytest.mark.gpu
-def test_every_cluster_of_the_persistent_grid_is_resident():
-    """Stream-K's blocks wait for each other, which cannot deadlock only while every block of the grid is
-    resident at once: the driver must be able to place all of wgmma_ws's clusters (2 blocks each) together.
-    (With 4-block clusters the H100 places 30 of 33: stream-K is not offered with them.)"""
+@pytest.mark.parametrize("name,dtype,cluster", [("wgmma_ws", "bf16", "CLUSTER_M"), ("wgmma_tf32", "tf32", "CLUSTER_N")])
+def test_every_cluster_of_the_persistent_grid_is_resident(name, dtype, cluster):
+    """The persistent grid of 2-block clusters must fit on the GPU at once: the driver must be able to place
+    all its clusters together. wgmma_ws's stream-K blocks wait for each other, which cannot deadlock only then;
+    for wgmma_tf32 a cluster left over would run as a second wave. (With 4-block clusters the H100 places 30
+    of 33: they are not offered.)"""
     from cuda.bindings import driver as drv
     from gemmlab.compile import load
     from gemmlab.device import get_device
-    v = gemmlab.catalog().get("wgmma_ws")
-    params = v.resolve(v.for_dtype("bf16", {}))
-    assert params["STREAM_K"] and params["CLUSTER_M"] == 2
+    v = gemmlab.catalog().get(name)
+    params = v.resolve(v.for_dtype(dtype, {}))
+    assert params[cluster] == 2 and (name != "wgmma_ws" or params["STREAM_K"])
     geo = v.geometry(params, 4096, 4096, 4096, get_device().sms)
     kernel = load(gemmlab.build(v, params))
     kernel.max_dynamic_shared_size_bytes = geo.smem
     attr = drv.CUlaunchAttribute()
     attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = params["CLUSTER_M"], 1, 1
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = params[cluster], 1, 1
     config = drv.CUlaunchConfig()
     config.gridDimX, config.gridDimY, config.gridDimZ = geo.grid
     config.blockDimX, config.blockDimY, config.blockDimZ = geo.block
     config.sharedMemBytes, config.numAttrs, config.attrs = geo.smem, 1, [attr]
     err, resident = drv.cuOccupancyMaxActiveClusters(drv.CUfunction(kernel.kernel.ptr), config)
     assert err == drv.CUresult.CUDA_SUCCESS
-    assert resident >= geo.grid[0] // params["CLUSTER_M"], (resident, geo.grid)
+    assert resident >= geo.grid[0] // params[cluster], (resident, geo.grid)
