@@ -15,7 +15,7 @@ run() {  # label, XCONFIGS
     python3 benchmarks/store-steps/ncu_launches.py 4096 tf32 > "$out/ncu-$1.txt" 2>&1
   echo "== $1"
   grep -E "^  [a-zA-Z_0-9]+.*\(|duration|cycles_elapsed.max|per_second" "$out/ncu-$1.txt" | grep -v "==PROF==" \
-    | sed 's/ (.*//' | awk '/^  /{k=$1; next} {printf "%s %s %s %s\n", k, $1, $2, $3}' | grep -v sm80
+    | sed 's/ (.*//' | awk '/^  [^ ]/{k=$1; next} {printf "%s %s %s %s\n", k, $1, $2, $3}' | grep -v sm80
 }
 {
 run switches '[["tf32_x", {}], ["tf32_x", {"NOCVT": true}], ["tf32_x", {"NOLDS": true}], ["tf32_x", {"NOSTORE": true}],
