@@ -13,7 +13,7 @@ rows, cur = [], None
 for line in open(sys.argv[1]):
     m = re.match(r"^  (\S+) \(", line)
     if m:
-        cur = {"k": "cuBLAS" if "xmma" in m.group(1) else m.group(1)}; rows.append(cur); continue
+        cur = {"k": "cuBLAS" if m.group(1).startswith("sm90_xmma") else m.group(1)}; rows.append(cur); continue
     m = re.match(r"^\s+(\S+)\s+\S+\s+([\d,.]+)$", line.rstrip())
     if cur is not None and m:
         cur[m.group(1).split("__")[0]] = m.group(2)
