@@ -210,6 +210,24 @@ def test_epilogues_on_the_gpu(name, epilogue):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("operand", ["A", "B"])
+def test_wgmma_tf32_rounds_both_operands_to_nearest(operand):
+    """x = 1 + 3/4 of TF32's last place: rounded to nearest it is 1 + 2^-10, truncated 1. wgmma_tf32's tensor
+    maps have the copy engine round A and B; with FP32 maps the tensor cores truncated A. K = 32 products of
+    x and 1 sum exactly in FP32, so C tells which happened, as cuBLAS's TF32 GEMM does it."""
+    from gemmlab.runner import Problem, cublas_gemm
+    x, rounded = 1 + 0.75 * 2.0 ** -10, 1 + 2.0 ** -10
+    v = gemmlab.catalog().get("wgmma_tf32")
+    params = v.resolve(v.for_dtype("tf32", {}))
+    p = Problem(Shape(256, 256, 32), dtype="tf32")
+    p.A[...], p.B[...] = (x, 1.0) if operand == "A" else (1.0, x)
+    p.run(v, params, gemmlab.build(v, params), timed=False)
+    assert float(p.C.min()) == float(p.C.max()) == 32 * rounded, (float(p.C.min()), float(p.C.max()))
+    cublas_gemm(p.A, p.B, p.C, "tf32")
+    assert float(p.C.min()) == float(p.C.max()) == 32 * rounded, "cuBLAS's TF32 rounds differently"
+
+
+@pytest.mark.gpu
 def test_cli_compare_bf16_ladder():
     r = invoke("compare", "--dtype", "bf16", "-M", "200", "-N", "136", "-K", "104", "--json", "--reps", "1")
     doc = json.loads(r.output)
