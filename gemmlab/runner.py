@@ -185,16 +185,46 @@ def cublas_gemm(A, B, C, dtype: str) -> None:
                   C.data.ptr, rt.CUDA_R_32F, N, compute, cublas.CUBLAS_GEMM_DEFAULT)
 
 
+def _driver():
+    try:
+        from cuda.bindings import driver as drv
+    except ImportError:
+        raise GemmlabError("TMA and cluster variants need cuda-bindings (tensor maps, cluster occupancy)",
+                           hint="pip install cuda-bindings") from None
+    return drv
+
+
+def resident_blocks(kernel, geo, sms: int) -> int:
+    """How many blocks of `kernel`, launched as `geo` says, the GPU holds at once. A kernel compiled with
+    __cluster_dims__ is placed a cluster at a time, on the SMs of one GPC, so whole clusters count
+    (cuOccupancyMaxActiveClusters: on the H100 66 of 2-block clusters, 30 of 4-block ones, not 33);
+    other kernels, blocks per SM times SMs."""
+    cupy = cuda()
+    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, geo.threads, geo.smem)
+    drv = _driver()
+    func = drv.CUfunction(kernel.kernel.ptr)
+    err, width = drv.cuFuncGetAttribute(drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, func)
+    if err != drv.CUresult.CUDA_SUCCESS or width <= 1:
+        return per_sm * sms
+    attr = drv.CUlaunchAttribute()
+    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = width, 1, 1
+    config = drv.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = geo.grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = geo.block
+    config.sharedMemBytes, config.numAttrs, config.attrs = geo.smem, 1, [attr]
+    err, clusters = drv.cuOccupancyMaxActiveClusters(func, config)
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise GemmlabError(f"the driver could not say how many {width}-block clusters fit: {err.name}")
+    return clusters * width
+
+
 def tensor_map(array, box: tuple[int, ...], dtype: str):
     """A TMA tensor map over a row-major matrix, for `cp.async.bulk.tensor`: `box` elements of it per
     copy (contiguous dimension first), 128-byte swizzled in shared memory, zeros outside the matrix.
     Returned as 128 raw bytes, which cupy passes by value to a `const __grid_constant__` parameter."""
     import ctypes
-    try:
-        from cuda.bindings import driver as drv
-    except ImportError:
-        raise GemmlabError("TMA variants need cuda-bindings to make their tensor maps",
-                           hint="pip install cuda-bindings") from None
+    drv = _driver()
     kinds = {"bf16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
              "fp16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
              # tf32: FP32 in memory, which the copy engine rounds to TF32 (to nearest, as cuBLAS's kernel
@@ -352,6 +382,13 @@ class Problem:
             r.compile_ms = compiled.lookup_ms + (time.perf_counter() - t0) * 1e3
         if geo.smem > 48 * 1024:
             kernel.max_dynamic_shared_size_bytes = geo.smem  # opt in above the default 48 KB
+        if geo.resident:  # its blocks wait for each other: a block that is not running yet would hang them
+            blocks, fits = geo.grid[0] * geo.grid[1] * geo.grid[2], resident_blocks(kernel, geo, self.device.sms)
+            if fits < blocks:
+                raise GemmlabError(
+                    f"variant '{variant.name}' needs all {blocks} blocks of its grid running at once (its blocks "
+                    f"wait for each other where {variant.resident}), and {self.device.name} holds {fits}",
+                    hint=f"choose parameters where {variant.resident} is false")
         dims = (np.int32(s.M), np.int32(s.N), np.int32(s.K))
         args = (self.A, self.B, self.C) + dims
         if geo.workspace:

@@ -26,7 +26,8 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     smem = "0"                             # dynamic shared memory, bytes
 
 Optional launch keys: `workspace` (bytes of scratch passed after K), `zero_output` (C is zeroed before
-each launch), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps over A and B, passed
+each launch), `resident` (every block of the grid must be resident at once, because blocks wait for each
+other: the runner asks the driver first), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps over A and B, passed
 after K: box sizes in elements, contiguous dimension first, 128-byte swizzle) and `[[launch.requires]]`
 (checks on the shape, such as the alignment TMA needs, each with its reason).
     ---#}
@@ -186,6 +187,7 @@ class Geometry:
     smem: int  # dynamic shared memory, bytes
     workspace: int = 0  # bytes of scratch memory passed to gemm as a 7th argument (0: none)
     zero_output: bool = False  # C is set to 0 before each gemm launch (kernels that accumulate into C)
+    resident: bool = False  # every block must be resident at once (blocks that wait for each other)
     reduce_grid: tuple[int, int, int] | None = None  # a second kernel, reduce(W, C, M, N, K), after gemm
     reduce_block: tuple[int, int, int] | None = None
     tma: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (operand, box) per TMA tensor map, in argument order
@@ -212,6 +214,7 @@ class Variant:
     smem: str
     workspace: str = "0"
     zero_output: str = "false"  # an expression: true for kernels that add into C
+    resident: str = "false"  # an expression: true where the kernel's blocks wait for each other
     reduce_block: tuple[str, ...] | None = None
     reduce_grid: tuple[str, ...] | None = None
     tma: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operand (A or B) -> box expressions
@@ -354,8 +357,9 @@ class Variant:
                     f"shape {M}x{N}x{K} needs a grid of {g} blocks for variant '{self.name}'; CUDA allows "
                     f"at most {MAX_GRID_DIM} (x, y, z)", hint="use a larger tile or a smaller shape")
         zero = bool(evaluate(self.zero_output, names, f"{self.path}: launch.zero_output"))
+        resident = bool(evaluate(self.resident, names, f"{self.path}: launch.resident"))
         tma = tuple((op, self._dims(box, names, f"tma.{op}")[:2]) for op, box in self.tma.items())
-        return Geometry(grid, block, int(smem), int(workspace), zero, reduce_grid, reduce_block, tma)
+        return Geometry(grid, block, int(smem), int(workspace), zero, resident, reduce_grid, reduce_block, tma)
 
 
 def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
@@ -462,10 +466,12 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
             raise _fail(path, f"launch.{what} must list 1 to 3 expressions")
     smem = str(launch.get("smem", "0"))
     workspace = str(launch.get("workspace", "0"))
-    zero_output = launch.get("zero_output", False)
-    if not isinstance(zero_output, (bool, str)):
-        raise _fail(path, "launch.zero_output must be true, false, or an expression over the parameters")
-    zero_output = str(zero_output).lower() if isinstance(zero_output, bool) else zero_output
+    flags = {}
+    for key in ("zero_output", "resident"):
+        value = launch.get(key, False)
+        if not isinstance(value, (bool, str)):
+            raise _fail(path, f"launch.{key} must be true, false, or an expression over the parameters")
+        flags[key] = str(value).lower() if isinstance(value, bool) else value
     reduce = launch.get("reduce")
     if reduce is not None:
         if not isinstance(reduce, dict):
@@ -477,14 +483,15 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
         raise _fail(path, "launch.tma maps A and/or B to a box: 2 expressions, contiguous dimension first")
     tma = {op: tuple(map(str, box)) for op, box in tma.items()}
     requires = checks(launch.get("requires", []), "launch.requires")
-    unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "reduce", "tma", "requires"}
+    unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "resident", "reduce", "tma",
+                             "requires"}
     if unknown:
         raise _fail(path, f"unknown launch key(s) {sorted(unknown)}")
 
     variant = Variant(name=name, path=path, idea=idea, parent=parent or None, dtypes=dtypes,
                       params=params, constraints=constraints,
                       block=tuple(map(str, block)), grid=tuple(map(str, grid)), smem=smem,
-                      workspace=workspace, zero_output=zero_output,
+                      workspace=workspace, zero_output=flags["zero_output"], resident=flags["resident"],
                       reduce_block=reduce["block"] if reduce else None, reduce_grid=reduce["grid"] if reduce else None,
                       tma=tma, requires=requires, arch=arch, predict=predict, predict_x=predict_x, builtin=builtin)
     # The defaults must be a valid configuration, and the expressions must evaluate.

@@ -126,6 +126,18 @@ def test_tma_box_must_be_two_expressions(user_dir):
     assert "2 expressions" in discover((user_dir,)).broken["box"].message
 
 
+def test_resident_says_which_grids_must_run_at_once(user_dir):
+    """`resident` in a template's launch table: an expression over the parameters, true where the kernel's
+    blocks wait for each other (wgmma_ws with stream-K), so that the runner asks the driver first."""
+    ws, tf32 = discover().get("wgmma_ws"), discover().get("wgmma_tf32")
+    assert ws.geometry(ws.defaults(), 4096, 4096, 4096, sms=132).resident
+    assert not ws.geometry(dict(ws.defaults(), STREAM_K=False), 4096, 4096, 4096, sms=132).resident
+    assert not tf32.geometry(tf32.defaults(), 4096, 4096, 4096, sms=132).resident
+    path = write_template(user_dir, "waits", "")
+    path.write_text(path.read_text().replace("[launch]\n", "[launch]\nresident = 7\n"))
+    assert "launch.resident must be true, false, or an expression" in discover((user_dir,)).broken["waits"].message
+
+
 @pytest.mark.parametrize("epilogue,needle", [("alpha_beta", "alpha * ("), ("bias_relu", "fmaxf(")])
 def test_epilogue_is_fused_into_the_store(epilogue, needle):
     for name in TENSOR:
@@ -269,26 +281,32 @@ def test_stream_k_shares_out_the_last_wave(shape, dtype, params):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,dtype,cluster", [("wgmma_ws", "bf16", "CLUSTER_M"), ("wgmma_tf32", "tf32", "CLUSTER_N")])
 def test_every_cluster_of_the_persistent_grid_is_resident(name, dtype, cluster):
-    """The persistent grid of 2-block clusters must fit on the GPU at once: the driver must be able to place
-    all its clusters together. wgmma_ws's stream-K blocks wait for each other, which cannot deadlock only then;
-    for wgmma_tf32 a cluster left over would run as a second wave. (With 4-block clusters the H100 places 30
-    of 33: they are not offered.)"""
-    from cuda.bindings import driver as drv
+    """The persistent grid of 2-block clusters must fit on the GPU at once. wgmma_ws's stream-K blocks wait
+    for each other, which cannot deadlock only then (its template says `resident`, and the runner checks
+    before each launch); for wgmma_tf32 a cluster left over would run as a second wave. (With 4-block
+    clusters the H100 places 30 of 33: they are not offered.)"""
     from gemmlab.compile import load
     from gemmlab.device import get_device
+    from gemmlab.runner import resident_blocks
     v = gemmlab.catalog().get(name)
     params = v.resolve(v.for_dtype(dtype, {}))
-    assert params[cluster] == 2 and (name != "wgmma_ws" or params["STREAM_K"])
+    assert params[cluster] == 2
     geo = v.geometry(params, 4096, 4096, 4096, get_device().sms)
+    assert geo.resident == (name == "wgmma_ws")
     kernel = load(gemmlab.build(v, params))
     kernel.max_dynamic_shared_size_bytes = geo.smem
-    attr = drv.CUlaunchAttribute()
-    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = params[cluster], 1, 1
-    config = drv.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = geo.grid
-    config.blockDimX, config.blockDimY, config.blockDimZ = geo.block
-    config.sharedMemBytes, config.numAttrs, config.attrs = geo.smem, 1, [attr]
-    err, resident = drv.cuOccupancyMaxActiveClusters(drv.CUfunction(kernel.kernel.ptr), config)
-    assert err == drv.CUresult.CUDA_SUCCESS
-    assert resident >= geo.grid[0] // params[cluster], (resident, geo.grid)
+    assert resident_blocks(kernel, geo, get_device().sms) >= geo.grid[0], geo.grid
+
+
+@pytest.mark.gpu
+def test_a_grid_that_cannot_all_run_at_once_is_refused():
+    """Told the GPU has twice its SMs, wgmma_ws sizes its persistent grid for them: stream-K's blocks would
+    wait for blocks that never start. The runner refuses it, before any launch, with one clear message."""
+    import dataclasses
+    from gemmlab.runner import Problem
+    v = gemmlab.catalog().get("wgmma_ws")
+    params = v.resolve(v.for_dtype("bf16", {}))
+    p = Problem(Shape(4096, 4096, 64), dtype="bf16")
+    p.device = dataclasses.replace(p.device, sms=2 * p.device.sms)
+    with pytest.raises(GemmlabError, match=r"needs all \d+ blocks of its grid running at once .*STREAM_K.* holds \d+"):
+        p.run(v, params, gemmlab.build(v, params), timed=False)
