@@ -387,8 +387,8 @@ class Problem:
             if fits < blocks:
                 raise GemmlabError(
                     f"variant '{variant.name}' needs all {blocks} blocks of its grid running at once (its blocks "
-                    f"wait for each other where {variant.resident}), and {self.device.name} holds {fits}",
-                    hint=f"choose parameters where {variant.resident} is false")
+                    f"wait for each other: launch.resident is {variant.resident}), and {self.device.name} holds {fits}",
+                    hint=f"choose parameters that make {variant.resident} false")
         dims = (np.int32(s.M), np.int32(s.N), np.int32(s.K))
         args = (self.A, self.B, self.C) + dims
         if geo.workspace:

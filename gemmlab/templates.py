@@ -26,10 +26,10 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     smem = "0"                             # dynamic shared memory, bytes
 
 Optional launch keys: `workspace` (bytes of scratch passed after K), `zero_output` (C is zeroed before
-each launch), `resident` (every block of the grid must be resident at once, because blocks wait for each
-other: the runner asks the driver first), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps over A and B, passed
-after K: box sizes in elements, contiguous dimension first, 128-byte swizzle) and `[[launch.requires]]`
-(checks on the shape, such as the alignment TMA needs, each with its reason).
+each launch), `resident` (every block of the grid must run at once, because blocks wait for each other:
+the runner asks the driver first), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps
+over A and B, passed after K: box sizes in elements, contiguous dimension first, 128-byte swizzle) and
+`[[launch.requires]]` (checks on the shape, such as the alignment TMA needs, each with its reason).
     ---#}
 
 Nothing here needs a GPU or cupy.
