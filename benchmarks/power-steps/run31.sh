@@ -9,6 +9,8 @@ out=${1:?usage: run31.sh OUTDIR}
 mkdir -p "$out"
 git log -1 --format='commit %H' | tee "$out/check.txt"
 for cfg in '{"DRAIN": true}' '{"DRAIN": true, "DCH": 1}' '{"DRAIN": true, "STAGES": 3, "DCH": 4}'; do
-  timeout 120 python3 benchmarks/power-steps/check.py "$cfg" 2>&1 | tee -a "$out/check.txt" | grep -v PASS || echo "TIMEOUT or failure: $cfg"
+  timeout 120 python3 benchmarks/power-steps/check.py "$cfg" >> "$out/check.txt" 2>&1
+  rc=$?; grep -v PASS "$out/check.txt" | tail -2
+  [ $rc = 124 ] && { echo "TIMEOUT: $cfg"; exit 1; }
 done
 CASES=benchmarks/power-steps/cases31.py timeout 300 python3 benchmarks/lean-steps/interleave.py 8 "$out/interleave.json" 2>&1 | tee "$out/interleave.txt"
