@@ -101,6 +101,23 @@ def test_setmaxnreg_takes_effect(name):
     assert compiled.resources.registers * v.threads(v.defaults()) <= 65536
 
 
+@pytest.mark.parametrize("name, params", [("wgmma_ws", {}), ("wgmma_ws", {"BM": 192, "BN": 192}),
+                                          ("wgmma_pingpong", {}), ("wgmma_tf32", {})])
+def test_setmaxnreg_hands_out_only_the_blocks_registers(name, params):
+    """setmaxnreg.inc waits until the registers it asks for are free: the consumers may take only what the
+    producer's setmaxnreg.dec gave back out of the block's own (its threads' launch cap times its threads),
+    or the kernel hangs. (Asking for 65536 - 128 * PRODUCER per consumer set hung a wgmma_ws experiment.)"""
+    v = discover().get(name)
+    p = v.resolve(v.for_dtype("tf32" if name == "wgmma_tf32" else "bf16", params))
+    source, threads = render(v, p).source, v.threads(p)
+    dec = [int(n) for n in re.findall(r"setmaxnreg\.dec\.sync\.aligned\.u32 (\d+)", source)]
+    inc = [int(n) for n in re.findall(r"setmaxnreg\.inc\.sync\.aligned\.u32 (\d+)", source)]
+    assert len(dec) == len(inc) == 1, (dec, inc)
+    cap = compile_rendered(render(v, p), "sm_90a").resources.registers
+    assert cap == 65536 // threads // 8 * 8
+    assert 128 * dec[0] + (threads - 128) * inc[0] <= cap * threads
+
+
 def test_pingpong_hands_the_turn_over_on_named_barriers():
     """wgmma_pingpong's consumers take turns: a named barrier for 256 threads (0x100), arrived at by one
     warpgroup and waited on by the other, besides the block-wide barrier 0 before the roles split."""
