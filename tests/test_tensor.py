@@ -109,11 +109,11 @@ def test_setmaxnreg_hands_out_only_the_blocks_registers(name, params):
     or the kernel hangs. (Asking for 65536 - 128 * PRODUCER per consumer set hung a wgmma_ws experiment.)"""
     v = discover().get(name)
     p = v.resolve(v.for_dtype("tf32" if name == "wgmma_tf32" else "bf16", params))
-    source, threads = render(v, p).source, v.threads(p)
-    dec = [int(n) for n in re.findall(r"setmaxnreg\.dec\.sync\.aligned\.u32 (\d+)", source)]
-    inc = [int(n) for n in re.findall(r"setmaxnreg\.inc\.sync\.aligned\.u32 (\d+)", source)]
+    rendered, threads = render(v, p), v.threads(p)
+    dec = [int(n) for n in re.findall(r"setmaxnreg\.dec\.sync\.aligned\.u32 (\d+)", rendered.source)]
+    inc = [int(n) for n in re.findall(r"setmaxnreg\.inc\.sync\.aligned\.u32 (\d+)", rendered.source)]
     assert len(dec) == len(inc) == 1, (dec, inc)
-    cap = compile_rendered(render(v, p), "sm_90a").resources.registers
+    cap = compile_rendered(rendered, "sm_90a").resources.registers
     assert cap == 65536 // threads // 8 * 8
     assert 128 * dec[0] + (threads - 128) * inc[0] <= cap * threads
 
