@@ -86,6 +86,29 @@ def test_sass_has_the_tensor_core_instruction(name, dtype, needle):
         assert compiled.arch == "sm_90a" and "HMMA" not in text and "FFMA " not in text
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_wgmma_ws_k_step_is_lean(dtype):
+    """wgmma_ws's consumer K step: at most 50 instructions per warp around its 4 HGMMAs, with the descriptors in
+    uniform registers. (103 when each step divided its stage out of a step count and built its descriptors
+    from pointers; cutting them bought clock under the H100's power cap, benchmarks/h100-power-experiments.txt.)"""
+    v = discover().get("wgmma_ws")
+    text = sass(compile_rendered(render(v, v.resolve(v.for_dtype(dtype))), "sm_90"))
+    lines = [l for l in text.splitlines() if re.match(r"\s*/\*[0-9a-f]{4}\*/", l)]
+    at = [int(re.match(r"\s*/\*([0-9a-f]{4})\*/", l).group(1), 16) for l in lines]
+    back = {i: int(m.group(1), 16) for i, line in enumerate(lines)  # backward branches: line -> target
+            if (m := re.search(r"BRA (0x[0-9a-f]+)", line)) and int(m.group(1), 16) < at[i]}
+    loops = []  # the innermost loops that hold HGMMAs: no other backward branch inside
+    for i, target in back.items():
+        inside = [j for j in range(len(lines)) if target <= at[j] <= at[i]]
+        if "HGMMA" in "".join(lines[j] for j in inside) and not any(j in back for j in inside[:-1]):
+            loops.append([lines[j] for j in inside])
+    assert loops, "no K loop found"
+    for body in loops:
+        assert sum("HGMMA" in l for l in body) == 4
+        assert len(body) <= 50, f"a K step of {len(body)} instructions:\n" + "\n".join(body)
+        assert all(re.search(r"gdesc\[UR\d+\]", l) for l in body if "HGMMA" in l)
+
+
 def test_wgmma_needs_hopper():
     v = discover().get("wgmma")
     with pytest.raises(GemmlabError, match="needs sm_90a; the target here is sm_80"):
