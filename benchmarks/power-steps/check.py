@@ -1,8 +1,8 @@
 """Correctness of wgmma_ws experiments (NaN-poisoned C, fresh inputs, checked after timing too).
-Usage: [VARIANT=wgmma_ws] python3 benchmarks/power-steps/check.py '{"LAG": 1}' '{"LAG": 2}' ..."""
+Usage: [KDIRS=/tmp/k] [VARIANT=wgmma_ws] python3 benchmarks/power-steps/check.py '{"LAG": 1}' '{"LAG": 2}' ..."""
 import json, os, sys, gemmlab
 from gemmlab.runner import Problem, Shape
-v = gemmlab.catalog().get(os.environ.get("VARIANT", "wgmma_ws"))
+v = gemmlab.catalog(tuple(os.environ["KDIRS"].split(":")) if os.environ.get("KDIRS") else ()).get(os.environ.get("VARIANT", "wgmma_ws"))
 overs = [json.loads(a) for a in sys.argv[1:]] or [{}]
 shapes = [("bf16", (4096, 4096, 4096), {}), ("fp16", (1000, 1032, 1048), {}),
           ("bf16", (2000, 3000, 1000), {}), ("fp16", (2049, 2056, 72), {}),   # 2 K steps: fewer than LAG + 1
