@@ -199,12 +199,11 @@ def resident_blocks(kernel, geo, sms: int) -> int:
     __cluster_dims__ is placed a cluster at a time, on the SMs of one GPC, so whole clusters count
     (cuOccupancyMaxActiveClusters: on the H100 66 of 2-block clusters, 30 of 4-block ones, not 33);
     other kernels, blocks per SM times SMs."""
-    cupy = cuda()
-    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, geo.threads, geo.smem)
     drv = _driver()
     func = drv.CUfunction(kernel.kernel.ptr)
     err, width = drv.cuFuncGetAttribute(drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, func)
     if err != drv.CUresult.CUDA_SUCCESS or width <= 1:
+        per_sm = cuda().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, geo.threads, geo.smem)
         return per_sm * sms
     attr = drv.CUlaunchAttribute()
     attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
