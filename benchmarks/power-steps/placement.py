@@ -1,9 +1,12 @@
 """Where the hardware puts the blocks of a persistent grid: %smid of each block, for 1-block and 2-block clusters,
 with a grid of 132 (ours: 1D) and of (2, 66) (cuBLAS's nvjet kernel). Each block takes ~200 KB of shared memory,
-so one fits per SM, as in wgmma_ws, and spins ~20 us so that all are resident together.
+so one fits per SM, as in wgmma_ws, and spins ~20 us so that all are resident together. Then 2-block clusters
+launched with each cluster scheduling policy (cuLaunchKernelEx's CLUSTER_SCHEDULING_POLICY_PREFERENCE).
 Usage: python3 benchmarks/power-steps/placement.py"""
 import collections
+import ctypes
 import cupy as cp
+from cuda.bindings import driver as drv
 
 SRC = r"""
 extern "C" __global__ void __launch_bounds__(384, 1) {{CD}}
@@ -24,6 +27,18 @@ probe(int* out)
     }
 }
 """
+
+
+def report(what, rows, cm):
+    sm = rows[0]
+    same = all(r == sm for r in rows)
+    print(f"{what}: smid by block (same in 3 launches: {same}); {len(set(sm))} distinct, max {max(sm)}")
+    print("  ", " ".join(map(str, sm)))
+    if cm == 2:
+        pairs = collections.Counter((sm[2 * c] // 2 == sm[2 * c + 1] // 2, abs(sm[2 * c] - sm[2 * c + 1])) for c in range(66))
+        print("   cluster partners: (same smid//2, |difference|) ->", dict(pairs))
+
+
 for cm, grid in ((1, (132, 1)), (2, (132, 1)), (2, (2, 66))):
     src = SRC.replace("{{CD}}", "__cluster_dims__(2, 1, 1)" if cm == 2 else "").replace("CLUSTER", str(int(cm == 2)))
     k = cp.RawKernel(src, "probe", options=("--gpu-architecture=sm_90a",))
@@ -34,10 +49,26 @@ for cm, grid in ((1, (132, 1)), (2, (132, 1)), (2, (2, 66))):
         k(grid, (384,), (out,), shared_mem=200 * 1024)
         o = out.get().reshape(-1, 2)
         rows.append([int(s) for s in o[:, 0]])
-    sm = rows[0]
-    same = all(r == sm for r in rows)
-    print(f"cluster {cm}, grid {grid}: smid by block (same in 3 launches: {same}); {len(set(sm))} distinct, max {max(sm)}")
-    print("  ", " ".join(map(str, sm)))
-    if cm == 2:
-        pairs = collections.Counter((sm[2 * c] // 2 == sm[2 * c + 1] // 2, abs(sm[2 * c] - sm[2 * c + 1])) for c in range(66))
-        print("   cluster partners: (same smid//2, |difference|) ->", dict(pairs))
+    report(f"cluster {cm}, grid {grid}", rows, cm)
+
+
+for policy in ("DEFAULT", "SPREAD", "LOAD_BALANCING"):
+    k = cp.RawKernel(SRC.replace("{{CD}}", "").replace("CLUSTER", "1"), "probe", options=("--gpu-architecture=sm_90a",))
+    k.max_dynamic_shared_size_bytes = 200 * 1024
+    dim = drv.CUlaunchAttribute()
+    dim.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    dim.value.clusterDim.x, dim.value.clusterDim.y, dim.value.clusterDim.z = 2, 1, 1
+    pol = drv.CUlaunchAttribute()
+    pol.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
+    pol.value.clusterSchedulingPolicyPreference = getattr(drv.CUclusterSchedulingPolicy, "CU_CLUSTER_SCHEDULING_POLICY_" + policy)
+    cfg = drv.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = 132, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 384, 1, 1
+    cfg.sharedMemBytes, cfg.numAttrs, cfg.attrs = 200 * 1024, 2, [dim, pol]
+    rows = []
+    for rep in range(3):
+        out = cp.full(2 * 132, -1, dtype=cp.int32)
+        err, = drv.cuLaunchKernelEx(cfg, drv.CUfunction(k.kernel.ptr), ((out.data.ptr,), (ctypes.c_void_p,)), 0)
+        assert err == drv.CUresult.CUDA_SUCCESS, err
+        rows.append([int(x) for x in out.get().reshape(-1, 2)[:, 0]])
+    report(f"cluster 2 at launch, policy {policy}", rows, 2)
