@@ -93,8 +93,9 @@ def test_wgmma_ws_k_step_is_lean(dtype):
     from pointers; cutting them bought clock under the H100's power cap, benchmarks/h100-power-experiments.txt.)"""
     v = discover().get("wgmma_ws")
     text = sass(compile_rendered(render(v, v.resolve(v.for_dtype(dtype))), "sm_90"))
-    lines = [l for l in text.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", l)]
-    at = [int(re.match(r"\s*/\*([0-9a-f]{4,})\*/", l).group(1), 16) for l in lines]
+    address = re.compile(r"\s*/\*([0-9a-f]{4,})\*/")  # cuobjdump's /*0a50*/ before each instruction
+    lines = [l for l in text.splitlines() if address.match(l)]
+    at = [int(address.match(l).group(1), 16) for l in lines]
     back = {i: int(m.group(1), 16) for i, line in enumerate(lines)  # backward branches: line -> target
             if (m := re.search(r"BRA (0x[0-9a-f]+)", line)) and int(m.group(1), 16) < at[i]}
     loops = []  # the innermost loops that hold HGMMAs: no other backward branch inside
