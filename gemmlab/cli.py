@@ -6,6 +6,7 @@ Every error a user can cause is a GemmlabError: printed as one red message, exit
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict
 import re
@@ -27,6 +28,21 @@ from .jobs import DEFAULT_TIMEOUT_S
 from .render import render
 from .sanitize import TOOLS as SANITIZERS
 from .templates import DTYPES, NAME_RE, SUFFIX, default_user_dir, load_variant, show_value
+
+
+class _Seconds(click.FloatRange):
+    """A time limit: a positive, finite number of seconds. FloatRange alone lets NaN through (every comparison
+    with it is false) and infinity, which the worker cannot wait for: a usage error here instead."""
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds.", param, ctx)
+        return seconds
+
+
+SECONDS = _Seconds(min=0, min_open=True)
+
 
 def _console(stderr: bool = False) -> Console:
     """Made at use time, so it writes to whatever stdout/stderr is then (a pipe, a test's buffer).
@@ -112,7 +128,7 @@ def shape_options(f):
     f = click.option("--seed", type=int, help="Seed of the random inputs (default: fresh each run).")(f)
     f = click.option("--check", "check_ref", type=click.Choice(["cupy", "fp64"]), default="cupy",
                      show_default=True, help="Reference: cupy.matmul in FP32, or float64.")(f)
-    f = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S,
+    f = click.option("--timeout", type=SECONDS, default=DEFAULT_TIMEOUT_S,
                      show_default=True, help="Seconds a job may go without progress before its worker is "
                                              "killed and the job marked TIMEOUT.")(f)
     f = click.option("--out", "out_path", type=click.Path(dir_okay=False),
@@ -527,7 +543,7 @@ def _plot(name: str, doc: dict, path: Path | None) -> None:
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
 @rounds_option
 @click.option("--seed", type=int, help="Seed of the random inputs.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S, show_default=True,
+@click.option("--timeout", type=SECONDS, default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Seconds a job may go without progress before it is marked TIMEOUT.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the results here as JSON (a new file).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the roofline with every result (PNG).")
@@ -578,7 +594,7 @@ def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path,
 @click.option("--backend", "backends", multiple=True, type=click.Choice(["numpy"]),
               help="Also time this CPU baseline (numpy: numpy.matmul in FP32).")
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S, show_default=True,
+@click.option("--timeout", type=SECONDS, default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Seconds a job may go without progress before it is marked TIMEOUT.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw GFLOP/s against N (PNG, log-log).")
 @output_options

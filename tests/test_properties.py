@@ -1,8 +1,10 @@
 """Property-based tests (hypothesis): whatever a user types, gemmlab either rejects it with a clear
 message or renders, compiles and (on a GPU) computes the right answer. No input ends in a traceback."""
 
+import math
+
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import gemmlab
 from gemmlab.compile import compile_rendered
@@ -78,6 +80,8 @@ def test_any_shape_is_rejected_clearly_or_launchable(m, n, k, v):
 @given(flag=st.sampled_from(["--size", "-M", "-N", "-K", "--reps", "--timeout", "--seed"]),
        value=st.one_of(st.integers(max_value=0).map(str), st.text(max_size=6).filter(lambda t: not t.strip().isdigit()),
                        st.floats(allow_nan=True, allow_infinity=True).map(str)))
+@example(flag="--timeout", value="NAN")  # FloatRange alone let NaN through, to the worker's exit code 1
+@example(flag="--timeout", value="inf")  # and infinity, to an internal error
 def test_garbage_numbers_are_usage_errors(flag, value):
     def number(text):
         try:
@@ -85,8 +89,9 @@ def test_garbage_numbers_are_usage_errors(flag, value):
         except ValueError:
             return None
 
-    if (flag == "--seed" and value.strip().lstrip("-").isdigit()) or (flag == "--timeout" and (number(value) or 0) > 0):
-        return  # any integer is a seed, any positive number a time limit
+    seconds = number(value) or 0
+    if (flag == "--seed" and value.strip().lstrip("-").isdigit()) or (flag == "--timeout" and math.isfinite(seconds) and seconds > 0):
+        return  # any integer is a seed, any positive finite number a time limit
     r = invoke("run", "--variant", "tiled", flag, value)
     assert r.exit_code == 2 and not uncaught(r.output) and "Invalid value" in r.output
 
