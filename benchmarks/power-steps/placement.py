@@ -29,18 +29,23 @@ probe(int* out)
 """
 
 
-def report(what, rows, cm):
+def report(what, rows, cm, dims=(2, 1)):
     sm = rows[0]
     same = all(r == sm for r in rows)
     print(f"{what}: smid by block (same in 3 launches: {same}); {len(set(sm))} distinct, max {max(sm)}")
     print("  ", " ".join(map(str, sm)))
     if cm == 2:
-        pairs = collections.Counter((sm[2 * c] // 2 == sm[2 * c + 1] // 2, abs(sm[2 * c] - sm[2 * c + 1])) for c in range(66))
+        # partners: blocks b and b + 1 for clusters along x, b and b + gridDim.x (= 2) along y
+        mates = [(b, b + 1) for b in range(0, 132, 2)] if dims == (2, 1) else [(b, b + 2) for b in range(132) if b // 2 % 2 == 0]
+        pairs = collections.Counter((sm[a] // 2 == sm[b] // 2, abs(sm[a] - sm[b])) for a, b in mates)
         print("   cluster partners: (same smid//2, |difference|) ->", dict(pairs))
+        if dims == (1, 2):  # and blocks (0, y), (1, y), of two different clusters
+            xs = collections.Counter((sm[b] // 2 == sm[b + 1] // 2, abs(sm[b] - sm[b + 1])) for b in range(0, 132, 2))
+            print("   blocks (0, y) and (1, y): (same smid//2, |difference|) ->", dict(xs))
 
 
-for cm, grid in ((1, (132, 1)), (2, (132, 1)), (2, (2, 66))):
-    src = SRC.replace("{{CD}}", "__cluster_dims__(2, 1, 1)" if cm == 2 else "").replace("CLUSTER", str(int(cm == 2)))
+for cm, grid, dims in ((1, (132, 1), None), (2, (132, 1), (2, 1)), (2, (2, 66), (2, 1)), (2, (2, 66), (1, 2))):
+    src = SRC.replace("{{CD}}", "__cluster_dims__(%d, %d, 1)" % dims if dims else "").replace("CLUSTER", str(int(cm == 2)))
     k = cp.RawKernel(src, "probe", options=("--gpu-architecture=sm_90a",))
     k.max_dynamic_shared_size_bytes = 200 * 1024
     rows = []
@@ -49,7 +54,7 @@ for cm, grid in ((1, (132, 1)), (2, (132, 1)), (2, (2, 66))):
         k(grid, (384,), (out,), shared_mem=200 * 1024)
         o = out.get().reshape(-1, 2)
         rows.append([int(s) for s in o[:, 0]])
-    report(f"cluster {cm}, grid {grid}", rows, cm)
+    report(f"cluster {dims or 1}, grid {grid}", rows, cm, dims)
 
 
 for policy in ("DEFAULT", "SPREAD", "LOAD_BALANCING"):
