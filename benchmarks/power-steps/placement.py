@@ -57,9 +57,9 @@ for cm, grid, dims in ((1, (132, 1), None), (2, (132, 1), (2, 1)), (2, (2, 66), 
     report(f"cluster {dims or 1}, grid {grid}", rows, cm, dims)
 
 
+k = cp.RawKernel(SRC.replace("{{CD}}", "").replace("CLUSTER", "1"), "probe", options=("--gpu-architecture=sm_90a",))
+k.max_dynamic_shared_size_bytes = 200 * 1024  # one kernel for every policy: the clusters are the launch's
 for policy in ("DEFAULT", "SPREAD", "LOAD_BALANCING"):
-    k = cp.RawKernel(SRC.replace("{{CD}}", "").replace("CLUSTER", "1"), "probe", options=("--gpu-architecture=sm_90a",))
-    k.max_dynamic_shared_size_bytes = 200 * 1024
     dim = drv.CUlaunchAttribute()
     dim.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     dim.value.clusterDim.x, dim.value.clusterDim.y, dim.value.clusterDim.z = 2, 1, 1
