@@ -339,6 +339,17 @@ class Problem:
                                    hint="a smaller split or shape needs less") from None
         return self._workspace
 
+    def gpc_order(self, kernel, geo):
+        """The table of a GPC order (gemmlab/gpc.py), for a grid of one block on every SM, all running at
+        once; for other grids an empty table, which the kernel takes for its natural order."""
+        from .gpc import gpc_map, order_argument, slot_table
+        cluster, group = geo.gpc_order
+        sms, blocks = self.device.sms, geo.grid[0] * geo.grid[1] * geo.grid[2]
+        cupy = self.cupy
+        full = (blocks == sms and cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            kernel.kernel.ptr, geo.threads, geo.smem) == 1 and resident_blocks(kernel, geo, sms) >= blocks)
+        return order_argument(slot_table(gpc_map(sms), sms, cluster, group) if full else None)
+
     def cublas(self, min_reps: int = 10) -> Result:
         """cuBLAS on the same inputs, the yardstick: cupy.matmul for fp32, cublasGemmEx for the others."""
         cupy = self.cupy
@@ -394,6 +405,8 @@ class Problem:
             args += (self.workspace(geo.workspace),)
         for op, box in geo.tma:  # tensor maps the kernel's TMA copies read A and B through
             args += (tensor_map(self.A if op == "A" else self.B, box, self.dtype),)
+        if geo.gpc_order:  # clusters of one GPC on tiles that share A's rows: only where the grid fills every SM
+            args += (self.gpc_order(kernel, geo),)
         epilogue, ref = params.get("EPILOGUE"), None
         if epilogue is not None:  # the fused epilogue's inputs, and what C must then be
             args += (np.float32(ALPHA), np.float32(BETA), self.bias())

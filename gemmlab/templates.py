@@ -28,8 +28,9 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
 Optional launch keys: `workspace` (bytes of scratch passed after K), `zero_output` (C is zeroed before
 each launch), `resident` (every block of the grid must run at once, because blocks wait for each other:
 the runner asks the driver first), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps
-over A and B, passed after K: box sizes in elements, contiguous dimension first, 128-byte swizzle) and
-`[[launch.requires]]` (checks on the shape, such as the alignment TMA needs, each with its reason).
+over A and B, passed after K: box sizes in elements, contiguous dimension first, 128-byte swizzle),
+`[launch.gpc_order]` (`when`, `cluster`, `group`: where `when` holds, a table of grid slots by GPC is passed
+after the tensor maps, see gemmlab/gpc.py) and `[[launch.requires]]` (checks on the shape, such as the alignment TMA needs, each with its reason).
     ---#}
 
 Nothing here needs a GPU or cupy.
@@ -191,6 +192,7 @@ class Geometry:
     reduce_grid: tuple[int, int, int] | None = None  # a second kernel, reduce(W, C, M, N, K), after gemm
     reduce_block: tuple[int, int, int] | None = None
     tma: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (operand, box) per TMA tensor map, in argument order
+    gpc_order: tuple[int, int] | None = None  # (blocks per cluster, GROUP_M): pass a GPC order's table (gpc.py)
 
     @property
     def threads(self) -> int:
@@ -218,6 +220,7 @@ class Variant:
     reduce_block: tuple[str, ...] | None = None
     reduce_grid: tuple[str, ...] | None = None
     tma: dict[str, tuple[str, ...]] = field(default_factory=dict)  # operand (A or B) -> box expressions
+    gpc_order: dict[str, str] = field(default_factory=dict)  # when, cluster, group: expressions
     requires: list[Constraint] = field(default_factory=list)  # checks on M, N, K
     arch: str | None = None  # an exact target the kernel needs (sm_90a for wgmma)
     predict: str = ""
@@ -359,7 +362,11 @@ class Variant:
         zero = bool(evaluate(self.zero_output, names, f"{self.path}: launch.zero_output"))
         resident = bool(evaluate(self.resident, names, f"{self.path}: launch.resident"))
         tma = tuple((op, self._dims(box, names, f"tma.{op}")[:2]) for op, box in self.tma.items())
-        return Geometry(grid, block, int(smem), int(workspace), zero, resident, reduce_grid, reduce_block, tma)
+        order = None
+        if self.gpc_order and evaluate(self.gpc_order["when"], names, f"{self.path}: launch.gpc_order.when"):
+            order = tuple(int(evaluate(self.gpc_order[k], names, f"{self.path}: launch.gpc_order.{k}"))
+                          for k in ("cluster", "group"))
+        return Geometry(grid, block, int(smem), int(workspace), zero, resident, reduce_grid, reduce_block, tma, order)
 
 
 def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
@@ -482,9 +489,13 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
             isinstance(b, list) and len(b) == 2 for b in tma.values()):
         raise _fail(path, "launch.tma maps A and/or B to a box: 2 expressions, contiguous dimension first")
     tma = {op: tuple(map(str, box)) for op, box in tma.items()}
+    gpc_order = launch.get("gpc_order", {})
+    if not isinstance(gpc_order, dict) or set(gpc_order) != ({"when", "cluster", "group"} if gpc_order else set()):
+        raise _fail(path, "launch.gpc_order has three expressions: when, cluster and group")
+    gpc_order = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in gpc_order.items()}
     requires = checks(launch.get("requires", []), "launch.requires")
     unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "resident", "reduce", "tma",
-                             "requires"}
+                             "gpc_order", "requires"}
     if unknown:
         raise _fail(path, f"unknown launch key(s) {sorted(unknown)}")
 
@@ -493,7 +504,7 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
                       block=tuple(map(str, block)), grid=tuple(map(str, grid)), smem=smem,
                       workspace=workspace, zero_output=flags["zero_output"], resident=flags["resident"],
                       reduce_block=reduce["block"] if reduce else None, reduce_grid=reduce["grid"] if reduce else None,
-                      tma=tma, requires=requires, arch=arch, predict=predict, predict_x=predict_x, builtin=builtin)
+                      tma=tma, gpc_order=gpc_order, requires=requires, arch=arch, predict=predict, predict_x=predict_x, builtin=builtin)
     # The defaults must be a valid configuration, and the expressions must evaluate.
     broken = variant.violations(variant.defaults())
     if broken:
