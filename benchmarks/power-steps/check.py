@@ -1,5 +1,5 @@
 """Correctness of wgmma_ws experiments (NaN-poisoned C, fresh inputs, checked after timing too).
-Usage: [KDIRS=/tmp/k] [VARIANT=wgmma_ws] python3 benchmarks/power-steps/check.py '{"LAG": 1}' '{"LAG": 2}' ..."""
+Usage: [KDIRS=/tmp/k] [VARIANT=wgmma_ws] [ONLY=0,5,11] python3 benchmarks/power-steps/check.py '{"LAG": 1}' '{"LAG": 2}' ..."""
 import json, os, sys, gemmlab
 from gemmlab.runner import Problem, Shape
 v = gemmlab.catalog(tuple(os.environ["KDIRS"].split(":")) if os.environ.get("KDIRS") else ()).get(os.environ.get("VARIANT", "wgmma_ws"))
@@ -12,6 +12,8 @@ shapes = [("bf16", (4096, 4096, 4096), {}), ("fp16", (1000, 1032, 1048), {}),
           # stream-K's last wave, also in 2-block clusters (68 cluster tiles of 256 x 256 on 66 clusters):
           ("bf16", (512, 8704, 1024), {}), ("fp16", (1000, 4352, 1048), {"EPILOGUE": "alpha_beta"}),
           ("bf16", (8192, 8192, 8192), {})]
+if os.environ.get("ONLY"):  # a subset, by index (ONLY=0,5,11: the shapes that fill the whole persistent grid)
+    shapes = [shapes[int(i)] for i in os.environ["ONLY"].split(",")]
 bad = 0
 for over in overs:
     for dtype, shape, extra in shapes:

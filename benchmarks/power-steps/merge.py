@@ -4,6 +4,9 @@ global memory into shared memory (cp.async.bulk, one in flight). Blocks share re
   tpc   the two SMs of a TPC (smid s and s ^ 1), as the two blocks of an SM pair without clusters
   next  SMs of neighbouring TPCs (s and s ^ 2), as the blocks of two neighbouring 2-block clusters
   none  every SM its own region
+  gpc   SMs of two different TPCs of one GPC (run 55, the GPCs from gpcmap.py)
+  xgpc  SMs of two different GPCs
+  gpc_all  all the SMs of a GPC read one region together
 All blocks start together (a %globaltimer moment set by block 0); in each pair one block waits DELAY cycles
 first. The L2 is cold (flushed) or warm (the regions read just before). Prints the launches in order, for ncu.
 With CHUNKS=64 the 132 regions (138 MB) do not fit in the L2, so "warm" is mostly cold too; CHUNKS=16 (33 MB) fits.
@@ -13,7 +16,7 @@ import cupy as cp
 
 SRC = r"""
 extern "C" __global__ void __launch_bounds__(128, 1)
-probe(const char* __restrict__ src, unsigned long long* t0slot, int mode, int delay, int chunks)
+probe(const char* __restrict__ src, unsigned long long* t0slot, int mode, int delay, int chunks, const int* tab)
 {
     extern __shared__ __align__(128) unsigned char buf[];  // 2 x 16 KB, and padding to keep one block per SM
     __shared__ __align__(8) unsigned long long bar;
@@ -22,6 +25,7 @@ probe(const char* __restrict__ src, unsigned long long* t0slot, int mode, int de
     int region = smid, late = 0;
     if (mode == 0) region = smid / 2, late = smid & 1;                      // tpc
     else if (mode == 1) region = smid / 4 * 2 + (smid & 1), late = smid >> 1 & 1;  // next
+    else if (mode == 3) region = tab[2 * smid], late = tab[2 * smid + 1];          // from a table
     const char* base = src + (size_t)region * chunks * 16384;
     if (threadIdx.x != 0)
         return;
@@ -68,15 +72,54 @@ src = cp.random.randint(0, 2**31, size=132 * CHUNKS * 16384 // 4, dtype=cp.int32
 flush = cp.empty(256 << 20, dtype=cp.uint8)
 t0slot = cp.zeros(1, dtype=cp.uint64)
 sink = cp.zeros(1, dtype=cp.int32)
+
+
+def tables():
+    """(name, table) for the modes that need the GPC map: smid -> (region, late)."""
+    from gpcmap import gpc_map
+    gpcs = gpc_map()
+    print("GPCs:", gpcs, flush=True)
+    out = {}
+    tab = {}
+    for sms in gpcs:  # pair TPC 2i with TPC 2i+1 of the same GPC, SM by SM
+        tpcs = sorted({s // 2 for s in sms})
+        for i in range(0, len(tpcs) - 1, 2):
+            for k in (0, 1):
+                a, b = 2 * tpcs[i] + k, 2 * tpcs[i + 1] + k
+                tab[a], tab[b] = (a, 0), (a, 1)
+    out["gpc"] = tab
+    tab = {}
+    for g in range(0, len(gpcs) - 1, 2):  # SM j of GPC g with SM j of GPC g+1
+        for a, b in zip(gpcs[g], gpcs[g + 1]):
+            tab[a], tab[b] = (a, 0), (a, 1)
+    out["xgpc"] = tab
+    out["gpc_all"] = {s: (sms[0], 0) for sms in gpcs for s in sms}
+    result = {}
+    for name, tab in out.items():
+        arr = [0] * 264
+        used = set(tab)
+        for s in range(132):  # SMs left out read a region of their own, never shared (regions 132 + ...)
+            region, late = tab.get(s, (s, 0))
+            arr[2 * s], arr[2 * s + 1] = region, late
+        result[name] = (cp.asarray(arr, dtype=cp.int32), len(used))
+    return result
+
+
+MODES = os.environ.get("MODES", "none,tpc,next").split(",")
+L2S = os.environ.get("L2S", "cold,warm").split(",")
+TABLES = tables() if {"gpc", "xgpc", "gpc_all"} & set(MODES) else {}
+NOTAB = cp.zeros(264, dtype=cp.int32)
 n = 0
-for l2 in ("cold", "warm"):
-    for mode, name in ((2, "none"), (0, "tpc"), (1, "next")):
-        for delay in ((0,) if mode == 2 else DELAYS):
+for l2 in L2S:
+    for name in MODES:
+        mode = {"tpc": 0, "next": 1, "none": 2}.get(name, 3)
+        tab, used = TABLES.get(name, (NOTAB, 132))
+        for delay in ((0,) if name in ("none", "gpc_all") else DELAYS):
             flush.fill(0)
             if l2 == "warm":
                 warm((264,), (512,), (src, cp.uint64(src.nbytes // 16), sink))
             t0slot.fill(0)
-            probe((132,), (128,), (src, t0slot, cp.int32(mode), cp.int32(delay), cp.int32(CHUNKS)), shared_mem=SMEM)
+            probe((132,), (128,), (src, t0slot, cp.int32(mode), cp.int32(delay), cp.int32(CHUNKS), tab), shared_mem=SMEM)
             cp.cuda.Device().synchronize()
             n += 1
-            print(f"launch {n}: L2 {l2}, pairs {name}, delay {delay}", flush=True)
+            print(f"launch {n}: L2 {l2}, pairs {name} ({used} SMs shared), delay {delay}", flush=True)
