@@ -88,3 +88,13 @@ def test_readme_tensor_tables_are_the_committed_results():
     sixteen = [d for d in docs.values() if d["dtype"] in ("bf16", "fp16")]
     assert report.versus_markdown(sixteen, "wgmma_ws") in readme, (
         "paste `gemmlab report --versus wgmma_ws benchmarks/h100-tensor-*16-*.json`")
+
+
+def test_readme_head_to_head_tables_are_the_committed_results():
+    """The speed goals' runs (benchmarks/versus.sh): each rung alone with cuBLAS, in the README as measured."""
+    readme = (ROOT / "README.md").read_text()
+    docs = [json.loads(p.read_text()) for p in sorted((ROOT / "benchmarks").glob("h100-versus-*.json"))]
+    assert {d["dtype"] for d in docs} == {"bf16", "fp16", "tf32"} and all(d["rounds"] == 20 for d in docs)
+    assert all(r["status"] == "PASS" for d in docs for r in d["rows"])
+    assert report.versus_markdown([d for d in docs if d["dtype"] != "tf32"], "wgmma_ws") in readme
+    assert report.versus_markdown([d for d in docs if d["dtype"] == "tf32"], "wgmma_tf32") in readme
