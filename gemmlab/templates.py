@@ -30,7 +30,8 @@ each launch), `resident` (every block of the grid must run at once, because bloc
 the runner asks the driver first), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps
 over A and B, passed after K: box sizes in elements, contiguous dimension first, 128-byte swizzle),
 `[launch.gpc_order]` (`when`, `cluster`, `group`: where `when` holds, a table of grid slots by GPC is passed
-after the tensor maps, see gemmlab/gpc.py) and `[[launch.requires]]` (checks on the shape, such as the alignment TMA needs, each with its reason).
+after the tensor maps, see gemmlab/gpc.py) and `[[launch.requires]]` (checks on the shape, such as the
+alignment TMA needs, each with its reason).
     ---#}
 
 Nothing here needs a GPU or cupy.
@@ -504,7 +505,8 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
                       block=tuple(map(str, block)), grid=tuple(map(str, grid)), smem=smem,
                       workspace=workspace, zero_output=flags["zero_output"], resident=flags["resident"],
                       reduce_block=reduce["block"] if reduce else None, reduce_grid=reduce["grid"] if reduce else None,
-                      tma=tma, gpc_order=gpc_order, requires=requires, arch=arch, predict=predict, predict_x=predict_x, builtin=builtin)
+                      tma=tma, gpc_order=gpc_order, requires=requires, arch=arch, predict=predict, predict_x=predict_x,
+                      builtin=builtin)
     # The defaults must be a valid configuration, and the expressions must evaluate.
     broken = variant.violations(variant.defaults())
     if broken:

@@ -102,9 +102,7 @@ if __name__ == "__main__":
     print("2-block clusters, grid 132: cluster -> (smids, GPC), same in 3 launches:", all(r == sm for r in runs))
     by_gpc = collections.defaultdict(list)
     for c in range(66):
-        g = gpc_of[sm[2 * c]]
-        assert gpc_of[sm[2 * c + 1]] == g
-        by_gpc[g].append(c)
+        by_gpc[gpc_of[sm[2 * c]]].append(c)  # by rank 0's SM (SMs that no large cluster reached are groups of one)
     for g in sorted(by_gpc):
         starts = [(c % 8, c // 8) for c in by_gpc[g]]  # (tile row, tile column) of the cluster's first tile
         rows, cols = collections.Counter(r for r, _ in starts), collections.Counter(c for _, c in starts)
