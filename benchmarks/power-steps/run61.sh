@@ -10,6 +10,7 @@ out=${1:?usage: run61.sh OUTDIR [ROUNDS]}
 mkdir -p "$out" /tmp/k
 git show c2c5bab:kernels/wgmma_ws.cu.j2 > /tmp/k/ws_t.cu.j2 && patch -s /tmp/k/ws_t.cu.j2 benchmarks/power-steps/timeline.patch || exit 1  # the template before run 66
 export KDIRS=/tmp/k
+. benchmarks/power-steps/ncu_cycles.sh
 E2='"EARLY": true, "EARLY2": true'
 if [ -z "$SKIP" ]; then
 VARIANT=ws_t timeout 200 python3 benchmarks/power-steps/check.py "{$E2}" "{$E2, \"RELAXED\": true, \"SCALE_D\": true}" \
@@ -17,11 +18,8 @@ VARIANT=ws_t timeout 200 python3 benchmarks/power-steps/check.py "{$E2}" "{$E2, 
 timeout 120 python3 benchmarks/power-steps/timeline.py "$out/timeline.json" '{}' "{$E2}" "{$E2, \"RELAXED\": true, \"SCALE_D\": true}" \
   > "$out/timeline.txt" 2>&1; tail -9 "$out/timeline.txt"
 for s in 4096 2048x2048x1024; do
-  NLAUNCH=3 XCONFIGS="[[\"wgmma_ws\", {}], [\"ws_t\", {$E2}], [\"ws_t\", {$E2, \"RELAXED\": true, \"SCALE_D\": true}], [\"wgmma_ws\", {}]]" \
-    timeout 150 ncu --clock-control base -k 'regex:^gemm$|nvjet' --metrics sm__cycles_elapsed.max,sm__cycles_active.avg,gpu__time_duration.sum \
-    python3 benchmarks/store-steps/ncu_launches.py $s bf16 > "$out/ncu-$s.txt" 2>&1
   echo "== $s: wgmma_ws x3, EARLY2 x3, EARLY2+RELAXED+SCALE_D x3, wgmma_ws x3, cuBLAS x3"
-  grep -E "^  [a-z]|sm__cycles|gpu__time" "$out/ncu-$s.txt" | awk '/^  [a-z]/{k=substr($1,1,20)} /gpu__time/{t=$NF} /cycles_active/{a=$NF} /cycles_elapsed/{print k, "us", t, "active", a, "elapsed", $NF}'
+  NLAUNCH=3 XCONFIGS="[[\"wgmma_ws\", {}], [\"ws_t\", {$E2}], [\"ws_t\", {$E2, \"RELAXED\": true, \"SCALE_D\": true}], [\"wgmma_ws\", {}]]" NCU_TIMEOUT=150 ncu_cycles "$out/ncu-$s.txt" $s
 done
 fi
 [ "${2:-12}" = 0 ] && exit 0

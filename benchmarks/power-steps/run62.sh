@@ -7,15 +7,13 @@ out=${1:?usage: run62.sh OUTDIR [ROUNDS]}
 mkdir -p "$out" /tmp/k
 git show c2c5bab:kernels/wgmma_ws.cu.j2 > /tmp/k/ws_t.cu.j2 && patch -s /tmp/k/ws_t.cu.j2 benchmarks/power-steps/timeline.patch || exit 1  # the template before run 66
 export KDIRS=/tmp/k
+. benchmarks/power-steps/ncu_cycles.sh
 RS='"RELAXED": true, "SCALE_D": true'
 VARIANT=ws_t timeout 150 python3 benchmarks/power-steps/check.py "{$RS}" "{\"EARLY\": true, $RS}" > "$out/check.txt" 2>&1
 grep -c PASS "$out/check.txt"; tail -1 "$out/check.txt"
 for s in 4096 2048x2048x1024; do
-  NLAUNCH=3 XCONFIGS="[[\"wgmma_ws\", {}], [\"ws_t\", {\"RELAXED\": true}], [\"ws_t\", {\"SCALE_D\": true}], [\"ws_t\", {$RS}], [\"ws_t\", {\"EARLY\": true, $RS}], [\"wgmma_ws\", {}]]" \
-    timeout 150 ncu --clock-control base -k 'regex:^gemm$|nvjet' --metrics sm__cycles_elapsed.max,sm__cycles_active.avg,gpu__time_duration.sum \
-    python3 benchmarks/store-steps/ncu_launches.py $s bf16 > "$out/ncu-$s.txt" 2>&1
   echo "== $s: wgmma_ws, RELAXED, SCALE_D, both, EARLY + both, wgmma_ws (3 launches each), cuBLAS"
-  grep -E "^  [a-z]|sm__cycles|gpu__time" "$out/ncu-$s.txt" | awk '/^  [a-z]/{k=substr($1,1,20)} /gpu__time/{t=$NF} /cycles_active/{a=$NF} /cycles_elapsed/{print k, "us", t, "active", a, "elapsed", $NF}'
+  NLAUNCH=3 XCONFIGS="[[\"wgmma_ws\", {}], [\"ws_t\", {\"RELAXED\": true}], [\"ws_t\", {\"SCALE_D\": true}], [\"ws_t\", {$RS}], [\"ws_t\", {\"EARLY\": true, $RS}], [\"wgmma_ws\", {}]]" NCU_TIMEOUT=150 ncu_cycles "$out/ncu-$s.txt" $s
 done
 timeout 100 python3 benchmarks/power-steps/timeline.py "$out/timeline.json" '{}' "{$RS}" "{\"EARLY\": true, $RS}" \
   > "$out/timeline.txt" 2>&1; tail -4 "$out/timeline.txt"

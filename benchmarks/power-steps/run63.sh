@@ -9,20 +9,16 @@ mkdir -p "$out" /tmp/k
 git show c2c5bab:kernels/wgmma_ws.cu.j2 > /tmp/k/ws_t.cu.j2 && patch -s /tmp/k/ws_t.cu.j2 benchmarks/power-steps/timeline.patch || exit 1  # the template before run 66
 export KDIRS=/tmp/k
 ERS='"EARLY": true, "RELAXED": true, "SCALE_D": true'
-show() { grep -E "^  [a-z]|sm__cycles|gpu__time" "$1" | awk '/^  [a-z]/{k=substr($1,1,20)} /gpu__time/{t=$NF} /cycles_active/{a=$NF} /cycles_elapsed/{print k, "us", t, "active", a, "elapsed", $NF}'; }
+. benchmarks/power-steps/ncu_cycles.sh
 for s in 2048x2048x64 2048x2048x1024; do
-  NLAUNCH=3 XCONFIGS="[[\"wgmma_ws\", {}], [\"ws_t\", {\"NOSTORE\": true}], [\"ws_t\", {$ERS}]]" \
-    timeout 100 ncu --clock-control base -k 'regex:^gemm$|nvjet' --metrics sm__cycles_elapsed.max,sm__cycles_active.avg,gpu__time_duration.sum \
-    python3 benchmarks/store-steps/ncu_launches.py $s bf16 > "$out/ncu-$s.txt" 2>&1
-  echo "== $s: wgmma_ws, NOSTORE, EARLY + RELAXED + SCALE_D (3 launches each), cuBLAS"; show "$out/ncu-$s.txt"
+  echo "== $s: wgmma_ws, NOSTORE, EARLY + RELAXED + SCALE_D (3 launches each), cuBLAS"
+  NLAUNCH=3 XCONFIGS="[[\"wgmma_ws\", {}], [\"ws_t\", {\"NOSTORE\": true}], [\"ws_t\", {$ERS}]]" NCU_TIMEOUT=100 ncu_cycles "$out/ncu-$s.txt" $s
 done
 cp gemmlab/runner.py /tmp/runner.py.bak
 sed -i 's/CU_TENSOR_MAP_L2_PROMOTION_L2_256B/CU_TENSOR_MAP_L2_PROMOTION_L2_128B/' gemmlab/runner.py
 for s in 2048x2048x64 2048x2048x1024 4096; do
-  NLAUNCH=3 XCONFIGS='[["wgmma_ws", {}]]' timeout 100 ncu --clock-control base -k 'regex:^gemm$' \
-    --metrics sm__cycles_elapsed.max,sm__cycles_active.avg,gpu__time_duration.sum \
-    python3 benchmarks/store-steps/ncu_launches.py $s bf16 > "$out/ncu-128B-$s.txt" 2>&1
-  echo "== $s, L2 promotion 128 B: wgmma_ws"; show "$out/ncu-128B-$s.txt"
+  echo "== $s, L2 promotion 128 B: wgmma_ws"
+  NLAUNCH=3 XCONFIGS='[["wgmma_ws", {}]]' NCU_TIMEOUT=100 ncu_cycles "$out/ncu-128B-$s.txt" $s 'regex:^gemm$'
 done
 cp /tmp/runner.py.bak gemmlab/runner.py
 SHAPE=2048x2048x64 timeout 100 python3 benchmarks/power-steps/timeline.py "$out/timeline.json" '{}' "{$ERS}" \

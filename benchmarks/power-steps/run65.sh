@@ -9,16 +9,14 @@ out=${1:?usage: run65.sh OUTDIR [ROUNDS]}
 mkdir -p "$out" /tmp/k
 git show c2c5bab:kernels/wgmma_ws.cu.j2 > /tmp/k/ws_t.cu.j2 && patch -s /tmp/k/ws_t.cu.j2 benchmarks/power-steps/timeline.patch || exit 1  # the template before run 66
 export KDIRS=/tmp/k
+. benchmarks/power-steps/ncu_cycles.sh
 E3='"EARLY": true, "EARLY3": true'
 ALL="$E3, \"RELAXED\": true, \"SCALE_D\": true"
 VARIANT=ws_t timeout 150 python3 benchmarks/power-steps/check.py "{$E3}" "{$ALL}" > "$out/check.txt" 2>&1
 grep -c PASS "$out/check.txt"; tail -1 "$out/check.txt"
 for s in 2048x2048x64 4096x4096x64 4096; do
-  NLAUNCH=3 XCONFIGS="[[\"wgmma_ws\", {}], [\"ws_t\", {$E3}], [\"ws_t\", {$ALL}]]" \
-    timeout 120 ncu --clock-control base -k 'regex:^gemm$|nvjet' --metrics sm__cycles_elapsed.max,sm__cycles_active.avg,gpu__time_duration.sum \
-    python3 benchmarks/store-steps/ncu_launches.py $s bf16 > "$out/ncu-$s.txt" 2>&1
   echo "== $s: wgmma_ws, EARLY + EARLY3, and + RELAXED + SCALE_D (3 launches each), cuBLAS"
-  grep -E "^  [a-z]|sm__cycles|gpu__time" "$out/ncu-$s.txt" | awk '/^  [a-z]/{k=substr($1,1,20)} /gpu__time/{t=$NF} /cycles_active/{a=$NF} /cycles_elapsed/{print k, "us", t, "active", a, "elapsed", $NF}'
+  NLAUNCH=3 XCONFIGS="[[\"wgmma_ws\", {}], [\"ws_t\", {$E3}], [\"ws_t\", {$ALL}]]" NCU_TIMEOUT=120 ncu_cycles "$out/ncu-$s.txt" $s
 done
 for s in 2048x2048x64 4096; do
   SHAPE=$s timeout 90 python3 benchmarks/power-steps/timeline.py "$out/timeline-$s.json" '{}' "{$E3}" "{$ALL}" > "$out/timeline-$s.txt" 2>&1

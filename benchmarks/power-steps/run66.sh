@@ -13,12 +13,10 @@ timeout 240 python3 -m pytest -q tests/test_tensor.py tests/test_gpc.py > "$out/
 timeout 150 python3 benchmarks/power-steps/check.py '{}' '{"GPC_ORDER": false}' '{"CLUSTER_M": 1}' > "$out/check.txt" 2>&1
 grep -c PASS "$out/check.txt"; tail -1 "$out/check.txt"
 export KDIRS=/tmp/k
+. benchmarks/power-steps/ncu_cycles.sh
 for s in 2048x2048x64 4096x4096x64 4096; do
-  NLAUNCH=3 XCONFIGS='[["ws_old", {}], ["wgmma_ws", {}], ["ws_old", {}], ["wgmma_ws", {}]]' \
-    timeout 120 ncu --clock-control base -k 'regex:^gemm$|nvjet' --metrics sm__cycles_elapsed.max,sm__cycles_active.avg,gpu__time_duration.sum \
-    python3 benchmarks/store-steps/ncu_launches.py $s bf16 > "$out/ncu-$s.txt" 2>&1
   echo "== $s: ws_old, wgmma_ws, ws_old, wgmma_ws (3 launches each), cuBLAS"
-  grep -E "^  [a-z]|sm__cycles|gpu__time" "$out/ncu-$s.txt" | awk '/^  [a-z]/{k=substr($1,1,20)} /gpu__time/{t=$NF} /cycles_active/{a=$NF} /cycles_elapsed/{print k, "us", t, "active", a, "elapsed", $NF}'
+  NLAUNCH=3 XCONFIGS='[["ws_old", {}], ["wgmma_ws", {}], ["ws_old", {}], ["wgmma_ws", {}]]' NCU_TIMEOUT=120 ncu_cycles "$out/ncu-$s.txt" $s
 done
 [ "${3:-12}" = 0 ] && exit 0
 CASES=benchmarks/power-steps/cases66.py timeout 300 python3 benchmarks/lean-steps/interleave.py ${3:-12} "$out/interleave.json" \
