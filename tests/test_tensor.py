@@ -110,6 +110,21 @@ def test_wgmma_ws_k_step_is_lean(dtype):
         assert all(re.search(r"gdesc\[UR\d+\]", l) for l in body if "HGMMA" in l)
 
 
+@pytest.mark.parametrize("name, dtype", [("wgmma_ws", "bf16"), ("wgmma_tf32", "tf32")])
+def test_cluster_meets_relaxed_and_accumulators_not_zeroed(name, dtype):
+    """The start and end of the warp-specialised rungs (benchmarks/h100-power-experiments.txt, runs 61-67): the
+    cluster's barriers arrive relaxed (no MEMBAR.ALL.GPU before the first arrive or after the last: a release
+    arrive waits for every store the thread has in flight), and a tile's first product reads no accumulators
+    (scale-d off, `RZ, !UPT`), so none are zeroed before it (no CS2R)."""
+    v = discover().get(name)
+    lines = sass(compile_rendered(render(v, v.resolve(v.for_dtype(dtype))), "sm_90")).splitlines()
+    arrives = [i for i, line in enumerate(lines) if "UCGABAR_ARV" in line]
+    assert len(arrives) >= 2, "no cluster barrier at the start and the end"
+    assert not any("MEMBAR.ALL.GPU" in line for line in lines[:arrives[0]] + lines[arrives[-1]:])
+    assert any("RZ, !UPT" in line for line in lines if "HGMMA" in line)
+    assert not any("CS2R" in line for line in lines)
+
+
 def test_wgmma_needs_hopper():
     v = discover().get("wgmma")
     with pytest.raises(GemmlabError, match="needs sm_90a; the target here is sm_80"):
