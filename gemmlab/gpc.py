@@ -22,7 +22,8 @@ import numpy as np
 
 from .errors import GemmlabError
 
-# Launch arguments hold up to this many slots (the H100 has 66 TPCs, the B200 74): a 256-byte struct.
+# Launch arguments hold up to this many slots (the H100 has 66 TPCs, the B200 74): a 256-byte struct. Templates
+# size their GpcOrder struct by it (GPC_SLOTS, a global of the render environment).
 MAX_SLOTS = 252
 
 PROBE = r"""

@@ -18,6 +18,7 @@ from jinja2.ext import Extension
 from jinja2.lexer import Token
 
 from .errors import GemmlabError
+from .gpc import MAX_SLOTS
 from .templates import C_TYPES, Variant, builtin_dir, cdiv, show_params
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
@@ -95,7 +96,8 @@ def environment(search: list[Path]) -> Environment:
         env = Environment(loader=FileSystemLoader(list(key)), undefined=StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                           extensions=[LineTags], auto_reload=True)
-        env.globals.update(cdiv=cdiv, ctype=C_TYPES.__getitem__)  # ctype(DTYPE): the input's C type
+        env.globals.update(cdiv=cdiv, ctype=C_TYPES.__getitem__,  # ctype(DTYPE): the input's C type
+                           GPC_SLOTS=MAX_SLOTS)  # the GpcOrder argument's slots, as gpc.py packs them
         _envs[key] = env
     return _envs[key]
 
