@@ -140,8 +140,9 @@ def slot_table(gpcs: list[list[int]], sms: int, cluster: int, group: int) -> lis
 def order_argument(table: list[int] | None) -> np.void:
     """The kernel's `const __grid_constant__ GpcOrder` argument: the number of slots, then each SM pair's
     (or SM's) slot; no table (0 slots) tells the kernel to take the natural order, blockIdx.x."""
-    raw = np.zeros(256, dtype=np.uint8)
+    size = 4 + MAX_SLOTS  # struct GpcOrder { unsigned n; unsigned char slot[MAX_SLOTS]; }
+    raw = np.zeros(size, dtype=np.uint8)
     if table:
         raw[:4] = np.frombuffer(np.uint32(len(table)).tobytes(), dtype=np.uint8)
         raw[4:4 + len(table)] = table
-    return raw.view(np.dtype((np.void, 256)))[0]
+    return raw.view(np.dtype((np.void, size)))[0]
