@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 70: every speed goal of issue 5 timed against cuBLAS on one more machine, ROUNDS interleaved rounds
+# Run 70: every speed goal of issue 5 timed against cuBLAS once more, in ROUNDS interleaved rounds
 # (cases70.py), with the card's clocks, power and temperature before and after.
 # Usage: bash benchmarks/power-steps/run70.sh OUTDIR [ROUNDS]
 out=${1:?usage: run70.sh OUTDIR [ROUNDS]}; rounds=${2:-30}
