@@ -60,13 +60,31 @@ def meta(command: str, device=None, shape=None, seed=None, dtype: str = "fp32") 
     return out
 
 
+def source_label(source: str | None) -> str | None:
+    """Where a row's template came from, without this machine's directories (results get committed and
+    shared): `kernels/tiled.cu.j2` for a built-in, relative to the gemmlab checkout or the working
+    directory when under it, else relative to its own directory (a user's kernels directory: the file
+    name). Anything that is not an absolute path (cuBLAS's "cupy.matmul") is kept as it is."""
+    if not source or not os.path.isabs(source):
+        return source
+    from .templates import builtin_dir
+    path = Path(source)
+    for base, prefix in ((builtin_dir(), "kernels"), (Path(__file__).resolve().parent.parent, ""), (Path.cwd(), "")):
+        try:
+            rel = path.resolve().relative_to(base.resolve())
+        except (ValueError, OSError):
+            continue
+        return str(Path(prefix) / rel) if prefix else str(rel)
+    return path.name
+
+
 def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
     """Flatten a Result, with the derived rates. Time and rates are given only for a passing check."""
     ms = r.valid_time
     tflops = r.shape.flops / (ms * 1e-3) / 1e12 if ms else None
     res = r.resources
     d = {
-        "variant": r.name, "params": r.params, "dtype": r.dtype, "source": r.source, "user": r.user,
+        "variant": r.name, "params": r.params, "dtype": r.dtype, "source": source_label(r.source), "user": r.user,
         "status": r.status, "error": r.error,
         "rel_err": r.check.rel_err if r.check else None,
         "max_abs_err": r.check.max_abs_err if r.check else None,
