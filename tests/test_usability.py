@@ -51,3 +51,11 @@ def test_the_project_says_its_license_and_authors():
     # install test runs (and is not skipped) in a fresh `python3 -m venv`, whose setuptools is older.
     assert any(r.replace(" ", "").startswith("setuptools>=77") for r in meta["build-system"]["requires"])
     assert any(r.replace(" ", "").startswith("setuptools>=77") for r in project["optional-dependencies"]["test"])
+
+
+def test_ci_installs_as_the_readme_says_and_lets_no_cpu_test_skip():
+    """CI upgraded pip and setuptools before the README's command, so it never saw a fresh venv's
+    setuptools 65 skip the install test."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "--upgrade" not in ci and "python3 -m venv" in ci
+    assert "a reason other than a missing GPU" in ci
