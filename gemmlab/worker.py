@@ -33,6 +33,10 @@ from .errors import GemmlabError
 # CUDA does not survive fork: the child is a fresh interpreter.
 _ctx = multiprocessing.get_context("spawn")
 SETUP_TIMEOUT_S = 120.0  # the least limit for starting a worker and for cuBLAS (library loading)
+GPU_JOBS = "gemmlab.worker:GpuJobs"
+# Tests set this to a stand-in for GpuJobs (tests/handlers.py:FakeGpu): then `run`, `compare`, `sweep`
+# and `suite` go through the whole of their flow, worker process included, on a machine without a GPU.
+GPU_JOBS_ENV = "GEMMLAB_GPU_JOBS"
 
 
 @dataclass
@@ -105,6 +109,8 @@ class Isolated:
     def __init__(self, handler_path: str, setup: tuple, timeout: float = 60.0, on_phase=None):
         if not timeout > 0:
             raise GemmlabError(f"the time limit must be positive, not {timeout}")
+        if handler_path == GPU_JOBS:
+            handler_path = os.environ.get(GPU_JOBS_ENV) or handler_path
         self.handler_path, self.setup, self.timeout = handler_path, setup, float(timeout)
         self.on_phase = on_phase or (lambda text: None)
         self.proc = None

@@ -42,13 +42,23 @@ class Echo:
         raise AssertionError(kind)
 
 
+def passing_check():
+    """A Check that passed, whichever fields runner.Check has (its rewrite renames them)."""
+    import dataclasses
+    from gemmlab.runner import Check
+    values = dict(rel_err=1e-7, max_abs_err=1e-6, tol=1e-5, reference="cupy.matmul")
+    return Check(**{f.name: values[f.name] for f in dataclasses.fields(Check) if f.name in values})
+
+
 class FakeGpu:
     """Stands in for worker.GpuJobs on a CPU: a made-up H100; variants named oob crash, named hang
-    hang, named slow take 2 ms, named drift 1 ms + 0.1 ms per request this worker has had, others 1 ms.
-    With $FAKEGPU_LOG set, each request's name is appended to that file."""
+    hang, named slow take 2 ms, named drift 1 ms + 0.1 ms per request this worker has had, others 1 ms
+    (cuBLAS 0.5 ms). As runner.Problem does, it refuses a kernel built for another input type than the
+    worker's. With $FAKEGPU_LOG set, each request's name is appended to that file.
+    Selected for the whole CLI with $GEMMLAB_GPU_JOBS=handlers:FakeGpu (the `fake_gpu` fixture)."""
 
     def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
-        self.shape, self.seed, self.poisoned, self.requests = shape, seed, False, 0
+        self.shape, self.seed, self.dtype, self.poisoned, self.requests = shape, seed, dtype, False, 0
 
     def info(self):
         from gemmlab.device import DeviceInfo
@@ -57,8 +67,10 @@ class FakeGpu:
         return {"device": dev, "seed": self.seed}
 
     def handle(self, request):
-        from gemmlab.runner import Check, Result, Timing
+        from gemmlab.runner import Result, Timing
         self.requests += 1
+        if request[0] == "bandwidth":
+            return 3.0e12
         if os.environ.get("FAKEGPU_LOG"):
             with open(os.environ["FAKEGPU_LOG"], "a") as log:
                 log.write(("cuBLAS" if request[0] == "cublas" else request[1].rendered.variant.name) + "\n")
@@ -67,11 +79,39 @@ class FakeGpu:
         else:
             rendered = request[1].rendered  # a compile.Compiled
             name, params = rendered.variant.name, rendered.params
+            if rendered.variant.dtype(params) != self.dtype:  # as runner.Problem.run
+                raise GemmlabError(f"variant '{name}' with DTYPE={rendered.variant.dtype(params)} cannot run on "
+                                   f"{self.dtype} inputs")
             if name == "hang":
                 time.sleep(3600)
             if name == "oob":
                 self.poisoned = True
-                return Result(name, params, self.shape, fault="CRASHED", error="the kernel failed: illegal address")
+                return Result(name, params, self.shape, dtype=self.dtype, fault="CRASHED",
+                              error="the kernel failed: illegal address")
             ms = 2.0 if name == "slow" else 1.0 + 0.1 * (self.requests - 1) if name == "drift" else 1.0
-        return Result(name, dict(params), self.shape, check=Check(1e-7, 1e-6, 1e-5, "cupy.matmul"),
+        return Result(name, dict(params), self.shape, dtype=self.dtype, check=passing_check(),
                       timing=Timing(ms, ms, ms, 10))
+
+
+class StubProblem:
+    """runner.Problem without cupy: a kernel named oob faults (as an illegal address does), others pass."""
+
+    def __init__(self, shape, seed=None, fp64_check=False, dtype="fp32"):
+        self.shape, self.seed, self.dtype, self.device = shape, seed, dtype, "stub device"
+
+    def run(self, variant, params, compiled, reps, timed=True, phase=None):
+        from gemmlab.runner import Result, Timing
+        if variant.name == "oob":
+            return Result(variant.name, dict(params), self.shape, fault="CRASHED",
+                          error="the kernel failed: an illegal memory access was encountered")
+        return Result(variant.name, dict(params), self.shape, check=passing_check(), timing=Timing(1.0, 1.0, 1.0, reps))
+
+
+class StubbedGpuJobs:
+    """worker.GpuJobs itself, the real handler, on StubProblem: what it does after a job, in a worker."""
+
+    def __new__(cls, *args, **kwargs):
+        import gemmlab.runner
+        from gemmlab.worker import GpuJobs
+        gemmlab.runner.Problem = StubProblem  # GpuJobs imports it when it is made: in this worker process only
+        return GpuJobs(*args, **kwargs)

@@ -85,6 +85,49 @@ def test_phases_reach_the_parent():
     assert seen.count("tick") == 2
 
 
-def test_the_time_limit_must_be_positive():
-    with pytest.raises(GemmlabError):
-        Isolated("handlers:Echo", ("t",), timeout=0)
+@pytest.mark.parametrize("timeout", [0, -1, float("nan")])
+def test_the_time_limit_must_be_positive(timeout):
+    with pytest.raises(GemmlabError, match="the time limit must be positive, not"):
+        Isolated("handlers:Echo", ("t",), timeout=timeout)
+
+
+# ---------------------------------------------------------------------------- GpuJobs, the real handler
+
+def _job(name):
+    """A request for GpuJobs: its `compiled` is read for .rendered.variant and .rendered.params only."""
+    from types import SimpleNamespace
+    rendered = SimpleNamespace(variant=SimpleNamespace(name=name), params={"TILE": 8})
+    return ("run", SimpleNamespace(rendered=rendered), 1, True)
+
+
+def test_gpu_jobs_marks_itself_poisoned_after_a_fault_and_only_then(monkeypatch):
+    import gemmlab.runner
+    from gemmlab.runner import Shape
+    from gemmlab.worker import GpuJobs
+    from handlers import StubProblem
+    monkeypatch.setattr(gemmlab.runner, "Problem", StubProblem)
+    jobs = GpuJobs(Shape(8, 8, 8), 1, False)
+    assert jobs.poisoned is False and jobs.info() == {"device": "stub device", "seed": 1}
+    assert jobs.handle(_job("tiled")).status == "PASS" and jobs.poisoned is False
+    crashed = jobs.handle(_job("oob"))
+    assert crashed.status == "CRASHED" and jobs.poisoned is True  # its CUDA context is gone: a new process
+
+
+def test_the_real_handler_is_replaced_after_a_fault_and_kept_after_a_pass():
+    with Isolated("handlers:StubbedGpuJobs", (None, 1, False), timeout=30) as w:
+        w.start()
+        first = w.proc.pid
+        assert w.call(_job("tiled")).status == "PASS"
+        assert w.proc is not None and w.proc.pid == first  # a passing job keeps its worker
+        assert w.call(_job("oob")).status == "CRASHED"
+        assert w.proc is None  # the poisoned worker was reaped at once
+        assert w.call(_job("tiled")).status == "PASS" and w.proc.pid != first
+
+
+def test_the_gpu_handler_can_be_replaced_for_tests(monkeypatch):
+    from gemmlab.worker import GPU_JOBS, GPU_JOBS_ENV
+    monkeypatch.setenv(GPU_JOBS_ENV, "handlers:Echo")
+    assert Isolated(GPU_JOBS, ("t",)).handler_path == "handlers:Echo"
+    assert Isolated("handlers:FakeGpu", ("t",)).handler_path == "handlers:FakeGpu"  # only GpuJobs is replaced
+    monkeypatch.delenv(GPU_JOBS_ENV)
+    assert Isolated(GPU_JOBS, ("t",)).handler_path == "gemmlab.worker:GpuJobs"
