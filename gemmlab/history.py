@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS runs (
     tflops      REAL,
     rel_err     REAL,
     error       TEXT,
-    commit_id   TEXT
+    commit_id   TEXT,
+    samples     TEXT               -- JSON: every timed repetition, ms (the noise of a comparison)
 );
 CREATE INDEX IF NOT EXISTS runs_key ON runs (variant, M, N, K, dtype, device, id);
 """
@@ -58,6 +59,8 @@ def _connect(create: bool) -> sqlite3.Connection | None:
         con = sqlite3.connect(p, timeout=10)
         con.row_factory = sqlite3.Row
         con.executescript(SCHEMA)
+        if "samples" not in {c["name"] for c in con.execute("PRAGMA table_info(runs)")}:
+            con.execute("ALTER TABLE runs ADD COLUMN samples TEXT")  # a history from before samples were kept
         return con
     except (OSError, sqlite3.Error) as e:
         raise GemmlabError(f"the run history at {p} cannot be used: {e}",
@@ -68,6 +71,7 @@ def _connect(create: bool) -> sqlite3.Connection | None:
 def _as_dict(row: sqlite3.Row) -> dict:
     d = dict(row)
     d["params"] = json.loads(d["params"])
+    d["samples"] = json.loads(d["samples"]) if d.get("samples") else None
     return d
 
 
@@ -82,17 +86,34 @@ def record(command: str, row: dict, shape: dict, device: str | None, commit: str
                            "AND device IS ? AND ms IS NOT NULL ORDER BY id DESC LIMIT 1", key).fetchone()
         con.execute(
             "INSERT INTO runs (time, command, device, variant, source_hash, template, params, M, N, K, "
-            "dtype, status, ms, tflops, rel_err, error, commit_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "dtype, status, ms, tflops, rel_err, error, commit_id, samples) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), command, device,
              row["variant"], row.get("source_hash"), row.get("source"), json.dumps(row["params"]),
              shape["M"], shape["N"], shape["K"], dtype, row["status"], row["ms"], row["tflops"],
-             row["rel_err"], row["error"], commit))
+             row["rel_err"], row["error"], commit,
+             json.dumps(row["samples_ms"]) if row.get("samples_ms") else None))
     return _as_dict(prev) if prev else None
 
 
+def noise(samples: list[float] | None) -> float | None:
+    """A run's noise, relative to its median: the spread of its repetitions as a standard deviation,
+    estimated robustly (1.4826 x the median absolute deviation), so one slow repetition does not count
+    as noise. None without at least 3 samples."""
+    if not samples or len(samples) < 3:
+        return None
+    s = sorted(samples)
+    med = s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+    dev = sorted(abs(x - med) for x in s)
+    mad = dev[len(dev) // 2] if len(dev) % 2 else (dev[len(dev) // 2 - 1] + dev[len(dev) // 2]) / 2
+    return 1.4826 * mad / med if med > 0 else None
+
+
 def delta(row: dict, prev: dict | None) -> dict:
-    """The change from `prev` to `row`: the speed ratio (>1 is faster) and what changed between them."""
+    """The change from `prev` to `row`: the speed ratio (>1 is faster), whether it is outside the noise,
+    and what changed between them. As nvbench's compare does, a difference counts only if it is larger
+    than the noise of the runs (here the larger of the two, from their samples); `outside` is None
+    where either run kept no samples."""
     if prev is None:
         return {"vs_last": None, "changed": "first run"}
     changed = []
@@ -101,18 +122,24 @@ def delta(row: dict, prev: dict | None) -> dict:
     elif row.get("source_hash") and prev["source_hash"] and prev["source_hash"] != row["source_hash"]:
         changed.append("template changed")
     speed = prev["ms"] / row["ms"] if row["ms"] else None
-    return {"vs_last": speed, "changed": ", ".join(changed), "last_ms": prev["ms"], "last_id": prev["id"]}
+    a, b = noise(prev.get("samples")), noise(row.get("samples_ms"))
+    band = max(a, b) if a is not None and b is not None else None
+    outside = abs(speed - 1) > band if speed is not None and band is not None else None
+    return {"vs_last": speed, "noise": band, "outside_noise": outside, "changed": ", ".join(changed),
+            "last_ms": prev["ms"], "last_id": prev["id"]}
 
 
 def delta_text(d: dict) -> str:
-    """'12.3% faster', '4.0% slower', with what changed."""
+    """'2.1% faster', '0.4% slower (within noise)', with what changed."""
     speed = d.get("vs_last")
     if speed is None:
         words = "no time" if d.get("last_ms") else ""
-    elif abs(speed - 1) < 0.0005:
-        words = "same"
     else:
         words = f"{abs(speed - 1) * 100:.1f}% {'faster' if speed > 1 else 'slower'}"
+        if d.get("outside_noise") is False:
+            words += " (within noise)"
+        elif d.get("outside_noise") is None:
+            words += " (noise unknown)"
     return ", ".join(w for w in (words, d.get("changed")) if w) or "-"
 
 

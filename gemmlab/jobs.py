@@ -63,8 +63,22 @@ def merge_rounds(results: list[Result]) -> Result:
         return bad or results[0]
     medians = [r.timing.median_ms for r in results]
     timing = Timing(float(np.median(medians)), min(r.timing.min_ms for r in results),
-                    max(r.timing.max_ms for r in results), sum(r.timing.reps for r in results), medians)
+                    max(r.timing.max_ms for r in results), sum(r.timing.reps for r in results), medians,
+                    samples=[x for r in results for x in (r.timing.samples or [])] or None,
+                    clocks=_clocks([r.timing.clocks for r in results]))
     return dataclasses.replace(results[0], timing=timing)
+
+
+def _clocks(each: list[dict | None]) -> dict | None:
+    """The clocks of several rounds as one: the lowest, the median of the medians, the highest, and
+    every throttle reason seen."""
+    seen = [c for c in each if c]
+    if not seen:
+        return None
+    mids = sorted(c["sm_mhz"][1] for c in seen)
+    return {"sm_mhz": [min(c["sm_mhz"][0] for c in seen), mids[len(mids) // 2], max(c["sm_mhz"][2] for c in seen)],
+            "samples": sum(c["samples"] for c in seen),
+            "throttle": sorted({t for c in seen for t in c["throttle"]})}
 
 
 def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas: bool = True,

@@ -12,9 +12,11 @@ import json
 import math
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from rich.markup import escape
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -88,9 +90,18 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
         "status": r.status, "error": r.error,
         "rel_err": r.check.rel_err if r.check else None,
         "max_abs_err": r.check.max_abs_err if r.check else None,
-        "tol": r.check.tol if r.check else None,
         "reference": r.check.reference if r.check else None,
         "unwritten": r.check.unwritten if r.check else None,
+        # the element-wise verdict (gemmlab/check.py): how far the worst element went toward its bound,
+        # and for a FAIL, where: how many elements, the worst and the first, the tiles, the input set
+        "err_bound": r.check.ratio if r.check else None,
+        "bad": r.check.bad if r.check else None,
+        "check": r.check.summary() if r.check and not r.check.passed else None,
+        "worst": r.check.worst if r.check else None, "first": r.check.first if r.check else None,
+        "tiles": r.check.tiles if r.check else None,
+        "inputs": r.check.inputs if r.check and not r.check.passed else None,
+        "clobbered": (r.check.clobbered or None) if r.check else None,
+        "samples_ms": r.timing.samples if ms else None, "clocks": r.timing.clocks if ms else None,
         "ms": ms, "ms_min": r.timing.min_ms if ms else None, "ms_max": r.timing.max_ms if ms else None,
         "reps": r.timing.reps if ms else None, "rounds_ms": r.timing.rounds if ms else None,
         "tflops": tflops, "gflops": tflops * 1e3 if tflops else None,
@@ -109,10 +120,10 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
 
 def row_from_history(h: dict, peak_flops: float, cublas_ms: float | None = None) -> dict:
     """A row for a result a sweep takes from the history instead of measuring the same kernel again."""
-    from .runner import TOLERANCES, Check, Shape, Timing
+    from .runner import Check, Shape, Timing
     r = Result(h["variant"], h["params"], Shape(h["M"], h["N"], h["K"]), source=h["template"] or "",
-               dtype=h["dtype"], check=Check(h["rel_err"], math.nan, TOLERANCES[h["dtype"]], "history"),
-               timing=Timing(h["ms"], h["ms"], h["ms"], 0))
+               dtype=h["dtype"], check=Check(h["rel_err"], math.nan, "history"),
+               timing=Timing(h["ms"], h["ms"], h["ms"], 0, samples=h.get("samples")))
     d = row(r, peak_flops, cublas_ms)
     d.update(source_hash=h["source_hash"], vs_last=None, vs_last_text=f"from history #{h['id']}", changed="")
     return d
@@ -148,74 +159,251 @@ def status_text(r: dict) -> Text:
     return Text(r["status"], style="green" if r["status"] == "PASS" else "bold red" if r["status"] in BAD else "")
 
 
-def results_table(rows: list[dict], title: str, speedups: bool = False) -> Table:
-    t = Table(title=title, title_justify="left")
-    cols = ["variant", "params", "ms", "GFLOP/s", "% peak", "% cuBLAS"]
-    if speedups:
-        cols += ["x prev", "x first"]
-    deltas = any("vs_last" in r for r in rows)
-    if deltas:
-        cols += ["vs last run"]
-    cols += ["rel err", "check", "regs", "smem", "spills", "blocks/SM", "compile ms"]
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("variant", "params") else "right", no_wrap=c != "params")
-    for r in rows:
-        name = r["variant"] + (" (user)" if r.get("user") else "")
-        failed = r["status"] in BAD
-        cells = [escape(name), escape(params_text(r["params"])),
-                 "invalid" if failed else _f(r["ms"], ".3f"),
-                 _f(r["tflops"] and r["tflops"] * 1e3, ",.0f"), _f(r["pct_peak"], ".1f"), _f(r["pct_cublas"], ".1f")]
-        if speedups:
-            cells += [_f(r.get("speedup_prev"), ".2f"), _f(r.get("speedup_first"), ".1f")]
-        if deltas:
-            cells.append(escape(r.get("vs_last_text", "-")))
-        smem = None if r["smem_static"] is None else r["smem_static"] + (r["smem_dynamic"] or 0)
-        compile_ms = ("cached" if r["cached"] else _f(r["compile_ms"], ".0f")) if r["compile_ms"] is not None else "-"
-        cells += [_f(r["rel_err"], ".1e"), status_text(r), _f(r["registers"], "d"), _f(smem, "d"),
-                  _f(r["spills"], "d"), _f(r["blocks_per_sm"], "d"), compile_ms]
-        t.add_row(*cells, style="red" if failed else None)
-    return t
+# ---------------------------------------------------------------------------- tables that fit the console
+#
+# A console table is a list of Columns, each a header, a function from a row to its cell and a priority.
+# Printed, it measures its cells against the console's width: long text (params, ideas, errors) is
+# folded onto more lines, numbers and statuses are never cut, and when even that is too wide the
+# columns of the highest priority numbers are left out (the caption says which; --wide shows all).
+# Adding a column to a table is adding one Column to its list.
 
 
-def findings_table(found: dict) -> Table:
+@dataclass(frozen=True)
+class Column:
+    header: str
+    cell: Callable[[dict], "str | Text"]  # plain text (never markup) or a styled Text
+    priority: int = 0  # 0: always shown; the highest numbers are left out first where the width is short
+    justify: str = "right"
+    wrap: bool = False  # long text: folded onto more lines (down to its longest word) instead of left out
+    when: str | None = None  # shown only where the table is made with this flag (e.g. "speedups")
+
+
+_MAX_WORD = 24  # a wrapped column is never made narrower than its longest word, up to this
+_COMFORT = 30  # nor narrower than this while less important columns can be left out instead
+
+
+def _text(x) -> Text:
+    return x if isinstance(x, Text) else Text("" if x is None else str(x))
+
+
+def _width(t: Text, words: bool = False) -> int:
+    parts = t.plain.split() if words else t.plain.split("\n")
+    return max((cell_len(p) for p in parts), default=0)
+
+
+class FitTable:
+    """A rich renderable: a table laid out for the width it is printed at (see Column)."""
+
+    def __init__(self, title: str, columns: list[Column], rows: list[dict], flags: set[str] = frozenset(),
+                 row_style: Callable[[dict], str | None] | None = None,
+                 end_section: Callable[[int], bool] | None = None, show_lines: bool = False,
+                 empty: str | None = None):
+        self.title, self.rows, self.show_lines = title, rows, show_lines
+        self.columns = [c for c in columns if c.when is None or c.when in flags]
+        self.cells = [[_text(c.cell(r)) for c in self.columns] for r in rows]
+        if not rows and empty:
+            self.cells = [[Text(empty, style="green")] + [Text("")] * (len(self.columns) - 1)]
+        self.styles = [row_style(r) if row_style else None for r in rows]
+        self.end_section = end_section or (lambda i: False)
+        self.natural, self.least = [], []
+        for j, c in enumerate(self.columns):
+            cells = [row[j] for row in self.cells]
+            natural = max([_width(x) for x in cells] + [cell_len(c.header)])
+            header_word = max(cell_len(w) for w in c.header.split())
+            if c.wrap:
+                word = max([_width(x, words=True) for x in cells] + [header_word])
+                least = min(natural, max(8, min(word, _MAX_WORD)))
+            else:  # never cut: as wide as its widest cell; the header may fold at its spaces
+                least = max([_width(x) for x in cells] + [header_word])
+            self.natural.append(natural)
+            self.least.append(least)
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    @staticmethod
+    def _total(widths) -> int:
+        widths = list(widths)
+        return sum(widths) + 3 * len(widths) + 1  # a cell of padding each side, a rule between and around
+
+    def layout(self, width: int) -> tuple[list[int], dict[int, int]]:
+        """(the columns shown, in order; their content widths) at `width` cells. Until the table fits,
+        the least important column goes, or a wrapped one is narrowed from a comfortable width to its
+        longest word (which counts as a little less than leaving out the next column in importance);
+        then what fits again is undone, the most important step first."""
+        cols = self.columns
+        comfort = [min(self.natural[j], max(self.least[j], _COMFORT)) if c.wrap else self.least[j]
+                   for j, c in enumerate(cols)]
+        shown, narrowed = set(range(len(cols))), set()
+
+        def now(j):
+            return self.least[j] if j in narrowed else comfort[j]
+
+        steps = [(c.priority, j, "drop") for j, c in enumerate(cols) if c.priority > 0]
+        steps += [(c.priority + 1.5, j, "narrow") for j, c in enumerate(cols) if c.wrap]
+        done = []
+        for step in sorted(steps, key=lambda s: (-s[0], -s[1])):
+            if self._total(now(k) for k in shown) <= width:
+                break
+            (shown.discard if step[2] == "drop" else narrowed.add)(step[1])
+            done.append(step)
+        for _, j, what in reversed(done):  # undo what the room left allows, the most important first
+            if what == "drop" and self._total(now(k) for k in shown | {j}) <= width:
+                shown.add(j)
+            elif what == "narrow" and j in shown and self._total(
+                    comfort[k] if k == j else now(k) for k in shown) <= width:
+                narrowed.discard(j)
+        shown = sorted(shown)
+        widths = {j: now(j) for j in shown}
+        spare = width - self._total(widths.values())
+        for j in shown:  # first unfold the headers of the columns that are never cut
+            if not self.columns[j].wrap and spare > 0:
+                add = min(spare, self.natural[j] - widths[j])
+                widths[j] += add
+                spare -= add
+        need = {j: self.natural[j] - widths[j] for j in shown if self.columns[j].wrap}
+        if spare > 0 and sum(need.values()) > 0:  # then the wrapped ones, each by its share of what it lacks
+            total = sum(need.values())
+            if total <= spare:
+                for j in need:
+                    widths[j] += need[j]
+            else:
+                given = {j: spare * need[j] // total for j in need}
+                left = spare - sum(given.values())
+                for j in sorted(need, key=lambda j: -need[j]):
+                    if left <= 0:
+                        break
+                    if given[j] < need[j]:
+                        given[j] += 1
+                        left -= 1
+                for j in need:
+                    widths[j] += given[j]
+        return shown, widths
+
+    def table(self, width: int) -> Table:
+        shown, widths = self.layout(width)
+        left_out = [self.columns[j].header for j in range(len(self.columns)) if j not in shown]
+        caption = (Text(f"not shown at {width} columns: {', '.join(left_out)} (--wide shows every column)",
+                        style="dim") if left_out else None)
+        t = Table(title=Text(self.title), title_justify="left", show_lines=self.show_lines,
+                  caption=caption, caption_justify="left")
+        for j in shown:
+            c = self.columns[j]
+            t.add_column(Text(c.header), justify=c.justify, width=widths[j], overflow="fold")
+        for i, cells in enumerate(self.cells):
+            t.add_row(*[cells[j] for j in shown], style=self.styles[i] if i < len(self.styles) else None,
+                      end_section=self.end_section(i))
+        return t
+
+    def __rich_console__(self, console, options):
+        yield self.table(options.max_width)
+
+
+def _smem(r: dict):
+    return None if r.get("smem_static") is None else r["smem_static"] + (r.get("smem_dynamic") or 0)
+
+
+def _compile_text(r: dict) -> str:
+    if r.get("compile_ms") is None:
+        return "-"
+    return "cached" if r.get("cached") else _f(r["compile_ms"], ".0f")
+
+
+RESULT_COLUMNS = [
+    Column("variant", lambda r: r["variant"] + (" (user)" if r.get("user") else ""), 0, "left"),
+    Column("params", lambda r: params_text(r["params"]), 0, "left", wrap=True),
+    Column("ms", lambda r: "invalid" if r["status"] in BAD else _f(r["ms"], ".3f"), 0),
+    Column("GFLOP/s", lambda r: _f(r["tflops"] and r["tflops"] * 1e3, ",.0f"), 1),
+    Column("% peak", lambda r: _f(r["pct_peak"], ".1f"), 3),
+    Column("% cuBLAS", lambda r: _f(r["pct_cublas"], ".1f"), 1),
+    Column("x prev", lambda r: _f(r.get("speedup_prev"), ".2f"), 2, when="speedups"),
+    Column("x first", lambda r: _f(r.get("speedup_first"), ".1f"), 5, when="speedups"),
+    Column("vs last run", lambda r: r.get("vs_last_text", "-"), 3, wrap=True, when="deltas"),
+    Column("rel err", lambda r: _f(r["rel_err"], ".1e"), 4),
+    Column("check", status_text, 0),
+    Column("regs", lambda r: _f(r["registers"], "d"), 5),
+    Column("smem", lambda r: _f(_smem(r), "d"), 6),
+    Column("spills", lambda r: _f(r["spills"], "d"), 6),
+    Column("blocks / SM", lambda r: _f(r["blocks_per_sm"], "d"), 7),
+    Column("compile ms", _compile_text, 7),
+]
+
+
+def results_table(rows: list[dict], title: str, speedups: bool = False) -> FitTable:
+    flags = {"speedups"} if speedups else set()
+    if any("vs_last" in r for r in rows):
+        flags.add("deltas")
+    return FitTable(title, RESULT_COLUMNS, rows, flags, row_style=lambda r: "red" if r["status"] in BAD else None)
+
+
+FINDING_COLUMNS = [
+    Column("count", lambda f: f"{f['count']:,}", 0),
+    Column("what", lambda f: f["what"], 0, "left", wrap=True),
+    Column("where (template line)", lambda f: f["where"], 0, "left", wrap=True),
+    Column("code", lambda f: f["code"], 1, "left", wrap=True),
+    Column("first seen", lambda f: f["example"], 3, "left", wrap=True),
+    Column("detail", lambda f: f["detail"], 2, "left", wrap=True),
+]
+
+
+def findings_table(found: dict) -> FitTable:
     """compute-sanitizer's findings, merged, at their template lines."""
     shape = "x".join(str(found["shape"][k]) for k in "MNK")
-    t = Table(title=f"{found['command']}: {found['variant']} {params_text(found['params'])} at {shape}",
-              title_justify="left", show_lines=True)
-    for c in ("count", "what", "where (template line)", "code", "first seen", "detail"):
-        t.add_column(c, justify="right" if c == "count" else "left", overflow="fold")
-    for f in found["findings"]:
-        t.add_row(str(f["count"]), escape(f["what"]), escape(f["where"]), escape(f["code"]),
-                  escape(f["example"]), escape(f["detail"]), style="red")
-    if not found["findings"]:
-        t.add_row("0", "[green]nothing found[/]", "", "", "", "")
+    return FitTable(f"{found['command']}: {found['variant']} {params_text(found['params'])} at {shape}",
+                    FINDING_COLUMNS, found["findings"], row_style=lambda f: "red", show_lines=True,
+                    empty="nothing found")
+
+
+def _idea_and_prediction(r: dict) -> Text:
+    t = Text(r["idea"])
+    if r["predict"]:
+        t.append("\n" + r["predict"], style="dim")
     return t
 
 
-def explain_table(rows: list[dict], results: str | None) -> Table:
-    t = Table(title="the ladder" + (f": measured in {results}" if results else ""), title_justify="left",
-              show_lines=True)
-    for c in ("rung", "idea and prediction", "predicted", "measured"):
-        t.add_column(c, justify="right" if c in ("predicted", "measured") else "left")
-    for r in rows:
-        text = escape(r["idea"]) + (f"\n[dim]{escape(r['predict'])}[/]" if r["predict"] else "")
-        name = escape(r["variant"]) + (f"\n[dim]over {escape(r['parent'])}[/]" if r["parent"] else "")
-        t.add_row(name, text, speedup_text(r["predict_x"]), speedup_text(r["measured_x"]))
+def _rung(r: dict) -> Text:
+    t = Text(r["variant"])
+    if r["parent"]:
+        t.append(f"\nover {r['parent']}", style="dim")
     return t
 
 
-def build_table(rows: list[dict], arch: str) -> Table:
-    t = Table(title=f"build for {arch}", title_justify="left")
-    for c in ("variant", "params", "regs", "smem", "stack", "spills", "compile ms", "result"):
-        t.add_column(c, justify="left" if c in ("variant", "params", "result") else "right")
-    for r in rows:
-        if r["result"] != "ok":
-            t.add_row(escape(r["variant"]), escape(params_text(r["params"])), "", "", "", "", "", "[bold red]FAIL[/]")
-            continue
-        t.add_row(escape(r["variant"]), escape(params_text(r["params"])), str(r["registers"]), str(r["smem"]),
-                  str(r["stack"]), f"[red]{r['spills']}[/]" if r["spills"] else "0",
-                  "cached" if r["cached"] else f"{r['compile_ms']:.0f}", "[green]ok[/]")
-    return t
+EXPLAIN_COLUMNS = [
+    Column("rung", _rung, 0, "left"),
+    Column("idea and prediction", _idea_and_prediction, 0, "left", wrap=True),
+    Column("predicted", lambda r: speedup_text(r["predict_x"]), 0),
+    Column("measured", lambda r: speedup_text(r["measured_x"]), 1),
+]
+
+
+def explain_table(rows: list[dict], results: str | None) -> FitTable:
+    return FitTable("the ladder" + (f": measured in {results}" if results else ""), EXPLAIN_COLUMNS, rows,
+                    show_lines=True)
+
+
+def _ok(r: dict, text: str):
+    return text if r["result"] == "ok" else ""
+
+
+BUILD_COLUMNS = [
+    Column("variant", lambda r: r["variant"], 0, "left"),
+    Column("params", lambda r: params_text(r["params"]), 0, "left", wrap=True),
+    Column("regs", lambda r: _ok(r, str(r.get("registers"))), 0),
+    Column("smem", lambda r: _ok(r, str(r.get("smem"))), 1),
+    Column("stack", lambda r: _ok(r, str(r.get("stack"))), 2),
+    Column("spills", lambda r: Text(str(r["spills"]), style="red" if r["spills"] else "")
+           if r["result"] == "ok" else "", 0),
+    Column("compile ms", lambda r: _ok(r, "cached" if r.get("cached") else _f(r.get("compile_ms"), ".0f")), 2),
+    Column("result", lambda r: Text("ok", style="green") if r["result"] == "ok" else Text("FAIL", style="bold red"),
+           0, "left"),
+]
+
+
+def build_table(rows: list[dict], arch: str) -> FitTable:
+    return FitTable(f"build for {arch}", BUILD_COLUMNS, rows)
+
+
 
 
 def findings_markdown(found: dict) -> str:
@@ -227,24 +415,35 @@ def findings_markdown(found: dict) -> str:
     return "\n".join(lines)
 
 
-def suite_table(doc: dict) -> Table:
-    dev = doc.get("device", {})
-    t = Table(title=f"suite on {dev.get('name', '?')} (FP32 peak {dev.get('peak_fp32_tflops', 0):.1f} TFLOP/s, "
-                    f"copy {doc.get('bandwidth_tbs', 0):.2f} TB/s) · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
-              title_justify="left")
-    for c in ("M x N x K", "variant", "params", "ms", "TFLOP/s", "% peak", "FLOP/B", "bound", "% of bound",
-              "x cuBLAS", "target", "check"):
-        t.add_column(c, justify="left" if c in ("M x N x K", "variant", "params", "bound") else "right",
-                     no_wrap=c != "params")
-    for r in doc["rows"]:
-        target = "-" if r["target_pct"] is None else f"{r['target_pct']}%"
-        if r["met"] is not None:
-            target += " [green]met[/]" if r["met"] else " [red]missed[/]"
-        t.add_row(r["shape"], escape(r["variant"]), escape(params_text(r["params"])), _f(r["ms"], ".3f"),
-                  _f(r["tflops"], ".2f"), _f(r["pct_peak"], ".1f"), f"{r['ai']:.1f}", r["bound"],
-                  _f(r["pct_bound"], ".1f"), _f(r["x_cublas"], ".2f"), target, status_text(r),
-                  end_section=r["variant"] == "cuBLAS")
+def _target(r: dict) -> Text:
+    t = Text("-" if r["target_pct"] is None else f"{r['target_pct']}%")
+    if r["met"] is not None:
+        t.append(" met" if r["met"] else " missed", style="green" if r["met"] else "red")
     return t
+
+
+SUITE_COLUMNS = [
+    Column("M x N x K", lambda r: r["shape"], 0, "left"),
+    Column("variant", lambda r: r["variant"], 0, "left"),
+    Column("params", lambda r: params_text(r["params"]), 3, "left", wrap=True),
+    Column("ms", lambda r: _f(r["ms"], ".3f"), 2),
+    Column("TFLOP/s", lambda r: _f(r["tflops"], ".2f"), 0),
+    Column("% peak", lambda r: _f(r["pct_peak"], ".1f"), 3),
+    Column("FLOP/B", lambda r: f"{r['ai']:.1f}", 4),
+    Column("bound", lambda r: r["bound"], 4, "left"),
+    Column("% of bound", lambda r: _f(r["pct_bound"], ".1f"), 1),
+    Column("x cuBLAS", lambda r: _f(r["x_cublas"], ".2f"), 0),
+    Column("target", _target, 1),
+    Column("check", status_text, 0),
+]
+
+
+def suite_table(doc: dict) -> FitTable:
+    dev = doc.get("device", {})
+    rows = doc["rows"]
+    return FitTable(f"suite on {dev.get('name', '?')} (FP32 peak {dev.get('peak_fp32_tflops', 0):.1f} TFLOP/s, "
+                    f"copy {doc.get('bandwidth_tbs', 0):.2f} TB/s) · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
+                    SUITE_COLUMNS, rows, end_section=lambda i: rows[i]["variant"] == "cuBLAS")
 
 
 def suite_markdown(doc: dict) -> str:
@@ -260,31 +459,39 @@ def suite_markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def occupancy_table(doc: dict) -> Table:
-    dev = doc.get("device", {})
-    t = Table(title=f"copy bandwidth against warps per SM on {dev.get('name', '?')} · {doc.get('date', '')[:10]}",
-              title_justify="left")
-    for c in ("warps / SM", "occupancy %", "blocks / SM", "threads / block", "reserved smem / block", "GB/s",
-              "% of best"):
-        t.add_column(c, justify="right")
-    for r in doc["rows"]:
-        t.add_row(str(r["warps_per_sm"]), f"{r['occupancy_pct']:.1f}", str(r["blocks_per_sm"]),
-                  str(r["threads_per_block"]), str(r["smem_per_block"]), f"{r['gbs']:,.0f}", f"{r['pct_of_best']:.1f}")
-    return t
+OCCUPANCY_COLUMNS = [
+    Column("warps / SM", lambda r: str(r["warps_per_sm"]), 0),
+    Column("occupancy %", lambda r: f"{r['occupancy_pct']:.1f}", 0),
+    Column("blocks / SM", lambda r: str(r["blocks_per_sm"]), 2),
+    Column("threads / block", lambda r: str(r["threads_per_block"]), 2),
+    Column("reserved smem / block", lambda r: str(r["smem_per_block"]), 3),
+    Column("GB/s", lambda r: f"{r['gbs']:,.0f}", 0),
+    Column("% of best", lambda r: f"{r['pct_of_best']:.1f}", 0),
+]
 
 
-def scaling_table(doc: dict) -> Table:
+def occupancy_table(doc: dict) -> FitTable:
     dev = doc.get("device", {})
-    t = Table(title=f"size scaling on {dev.get('name', '?')} · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
-              title_justify="left")
-    for c in ("N", "variant", "params", "ms", "GFLOP/s", "check"):
-        t.add_column(c, justify="left" if c in ("variant", "params") else "right", no_wrap=c != "params")
+    return FitTable(f"copy bandwidth against warps per SM on {dev.get('name', '?')} · {doc.get('date', '')[:10]}",
+                    OCCUPANCY_COLUMNS, doc["rows"])
+
+
+SCALING_COLUMNS = [
+    Column("N", lambda r: str(r["size"]), 0),
+    Column("variant", lambda r: r["variant"], 0, "left"),
+    Column("params", lambda r: params_text(r["params"]), 2, "left", wrap=True),
+    Column("ms", lambda r: _f(r["ms"], ".3f"), 1),
+    Column("GFLOP/s", lambda r: _f(r["gflops"], ",.0f"), 0),
+    Column("check", status_text, 0),
+]
+
+
+def scaling_table(doc: dict) -> FitTable:
+    dev = doc.get("device", {})
     rows = doc["rows"]
-    for i, r in enumerate(rows):
-        last_of_size = i + 1 == len(rows) or rows[i + 1]["size"] != r["size"]
-        t.add_row(str(r["size"]), escape(r["variant"]), escape(params_text(r["params"])), _f(r["ms"], ".3f"),
-                  _f(r["gflops"], ",.0f"), status_text(r), end_section=last_of_size)
-    return t
+    return FitTable(f"size scaling on {dev.get('name', '?')} · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
+                    SCALING_COLUMNS, rows,
+                    end_section=lambda i: i + 1 == len(rows) or rows[i + 1]["size"] != rows[i]["size"])
 
 
 def scaling_markdown(doc: dict) -> str:
@@ -316,32 +523,129 @@ VIEWS = {"suite": (suite_table, suite_markdown), "scaling": (scaling_table, scal
          "occupancy": (occupancy_table, occupancy_markdown)}
 
 
-def profile_table(found: dict) -> Table:
+PROFILE_COLUMNS = [
+    Column("metric", lambda m: m["metric"], 0, "left", wrap=True),
+    Column("value", lambda m: f"{m['value']:,.2f}" if isinstance(m["value"], float) else str(m["value"]), 0),
+    Column("unit", lambda m: m["unit"], 1, "left", wrap=True),
+]
+
+
+def profile_table(found: dict) -> FitTable:
     shape = "x".join(str(found["shape"][k]) for k in "MNK")
-    t = Table(title=f"ncu: {found['variant']} {params_text(found['params'])} at {shape}, first launch",
-              title_justify="left")
-    for c in ("metric", "value", "unit"):
-        t.add_column(c, justify="right" if c == "value" else "left")
-    for m in found["metrics"]:
-        v = m["value"]
-        t.add_row(m["metric"], f"{v:,.2f}" if isinstance(v, float) else str(v), m["unit"])
-    for s in found["stalls"]:
-        t.add_row(f"stall: {s['reason']}", f"{s['cycles_per_instruction']:.2f}", "cycles per issued instruction")
+    rows = found["metrics"] + [{"metric": f"stall: {s['reason']}", "value": f"{s['cycles_per_instruction']:.2f}",
+                                "unit": "cycles per issued instruction"} for s in found["stalls"]]
+    return FitTable(f"ncu: {found['variant']} {params_text(found['params'])} at {shape}, first launch",
+                    PROFILE_COLUMNS, rows)
+
+
+HISTORY_COLUMNS = [
+    Column("id", lambda r: str(r["id"]), 3),
+    Column("time (UTC)", lambda r: r["time"][:19].replace("T", " "), 2, "left", wrap=True),
+    Column("command", lambda r: r["command"], 4, "left"),
+    Column("variant", lambda r: r["variant"], 0, "left"),
+    Column("params", lambda r: params_text(r["params"]), 0, "left", wrap=True),
+    Column("M x N x K", lambda r: f"{r['M']}x{r['N']}x{r['K']}", 1, "left"),
+    Column("status", status_text, 0, "left"),
+    Column("ms", lambda r: _f(r["ms"], ".3f"), 0),
+    Column("TFLOP/s", lambda r: _f(r["tflops"], ".2f"), 1),
+    Column("source", lambda r: (r["source_hash"] or "-")[:8], 5, "left"),
+    Column("device", lambda r: r["device"] or "-", 4, "left", wrap=True),
+    Column("commit", lambda r: r["commit_id"] or "-", 5, "left"),
+]
+
+
+def history_table(rows: list[dict], title: str) -> FitTable:
+    return FitTable(title, HISTORY_COLUMNS, rows)
+
+
+def _choices_text(v) -> str:
+    return "\n".join(f"{n}={show_value(p.default)}" + (f" [{', '.join(map(show_value, p.choices))}]" if p.choices else "")
+                     for n, p in v.params.items()) or "-"
+
+
+def _variant_source(v) -> Text:
+    if v.get("broken"):
+        return Text("broken", style="red")
+    t = Text("built-in") if v["builtin"] else Text(v["source"], style="cyan")
+    if v.get("shadows"):
+        t.append(f"\nshadows {v['shadows']}", style="yellow")
     return t
 
 
-def history_table(rows: list[dict], title: str) -> Table:
-    t = Table(title=title, title_justify="left")
-    for c in ("id", "time (UTC)", "command", "variant", "params", "M x N x K", "status", "ms", "TFLOP/s",
-              "source", "device", "commit"):
-        t.add_column(c, justify="right" if c in ("id", "ms", "TFLOP/s") else "left",
-                     no_wrap=c not in ("params", "device"))
-    for r in rows:
-        t.add_row(str(r["id"]), r["time"][:19].replace("T", " "), r["command"], escape(r["variant"]),
-                  escape(params_text(r["params"])), f"{r['M']}x{r['N']}x{r['K']}", status_text(r),
-                  _f(r["ms"], ".3f"), _f(r["tflops"], ".2f"), (r["source_hash"] or "-")[:8],
-                  escape(r["device"] or "-"), escape(r["commit_id"] or "-"))
-    return t
+VARIANT_COLUMNS = [
+    Column("variant", lambda v: Text(v["name"], style="red" if v.get("broken") else "bold"), 0, "left"),
+    Column("parent", lambda v: v["parent"] or ("" if v.get("broken") else "-"), 3, "left"),
+    Column("idea", lambda v: Text(v["idea"], style="red" if v.get("broken") else ""), 1, "left", wrap=True),
+    Column("dtypes", lambda v: " ".join(v["dtypes"]), 2, "left", wrap=True),
+    Column("parameters (default [choices])", lambda v: v["params"], 0, "left", wrap=True),
+    Column("source", _variant_source, 4, "left", wrap=True),
+]
+
+
+def variants_table(ladder: list, broken: dict, title: str) -> FitTable:
+    """`gemmlab list`: the variants in ladder order, then the templates that do not load (in red)."""
+    rows = [{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": list(v.dtypes), "params": _choices_text(v),
+             "builtin": v.builtin, "source": str(v.path), "shadows": str(v.shadows) if v.shadows else None}
+            for v in ladder]
+    rows += [{"name": name, "parent": None, "idea": e.message, "dtypes": [], "params": "", "broken": True}
+             for name, e in broken.items()]
+    return FitTable(title, VARIANT_COLUMNS, rows, show_lines=True)
+
+
+FACT_COLUMNS = [
+    Column("fact", lambda f: f[0], 0, "left", wrap=True),
+    Column("value", lambda f: f[1], 0),
+    Column("how", lambda f: f[2], 1, "left", wrap=True),
+]
+
+
+def device_info(doc: dict):
+    """A DeviceInfo again from its `device --json` document (or a results file's "device")."""
+    from dataclasses import fields
+    from .device import DeviceInfo
+    values = {f.name: doc[f.name] for f in fields(DeviceInfo)}
+    values["cc"] = tuple(values["cc"])
+    return DeviceInfo(**values)
+
+
+def device_table(doc: dict) -> FitTable:
+    """`gemmlab device` from its JSON document, so that a saved one shows the same table."""
+    dev = device_info(doc)
+    facts = [
+        ("compute capability", f"{dev.cc[0]}.{dev.cc[1]} ({dev.arch})", ""),
+        ("SMs", str(dev.sms), ""), ("SM clock", f"{dev.clock_khz / 1e3:.0f} MHz", "peak (boost)"),
+        ("memory", f"{dev.memory_bytes / 2**30:.1f} GiB", ""),
+        ("memory clock / bus", f"{dev.mem_clock_khz / 1e3:.0f} MHz / {dev.bus_width_bits} bit", ""),
+        ("L2 cache", f"{dev.l2_bytes / 2**20:.0f} MiB", ""),
+        ("shared memory / block", f"{dev.smem_per_block // 1024} KiB (opt-in {dev.smem_optin // 1024} KiB)", ""),
+        ("shared memory / SM", f"{dev.smem_per_sm // 1024} KiB", ""),
+        ("registers / SM", str(dev.regs_per_sm), ""),
+        ("threads / SM", str(dev.max_threads_per_sm), ""),
+        ("driver / runtime", f"{dev.driver} / {dev.runtime}", ""),
+    ] + dev.derivation()
+    if doc.get("measured_copy_tbs") is not None:
+        facts.append(("measured copy bandwidth", f"{doc['measured_copy_tbs']:.2f} TB/s",
+                      "device-to-device copy of 1 GiB, bytes read + written, median"))
+    if doc.get("measured_cublas_fp32_tflops") is not None:
+        facts.append(("measured cuBLAS FP32", f"{doc['measured_cublas_fp32_tflops']:.1f} TFLOP/s",
+                      "cupy.matmul 8192^3, median, L2 flushed"))
+    return FitTable(f"device {dev.index}: {dev.name}", FACT_COLUMNS, facts)
+
+
+RESOURCE_COLUMNS = [
+    Column("resource", lambda f: f[0], 0, "left"),
+    Column("value", lambda f: str(f[1]), 0),
+]
+
+
+def resources_table(row: dict) -> FitTable:
+    """`gemmlab show --what resources` from its row (variant, params, arch, threads, resources)."""
+    facts = [("registers / thread", row["registers"]), ("threads / block", row["threads"]),
+             ("static shared memory / block (B)", row["smem"]), ("stack frame (B)", row["stack"]),
+             ("spill stores (B)", row["spill_stores"]), ("spill loads (B)", row["spill_loads"]),
+             ("barriers", row["barriers"]),
+             ("compile ms", "cached" if row["cached"] else f"{row['compile_ms']:.0f}")]
+    return FitTable(f"{row['variant']} {params_text(row['params'])} for {row['arch']}", RESOURCE_COLUMNS, facts)
 
 
 def title_for(doc: dict) -> str:
@@ -363,9 +667,13 @@ def failure_text(r: dict) -> str:
     """Why a row has no time, in one line."""
     if r["error"]:
         return r["error"]
+    if r.get("check"):
+        return r["check"]
     if r["unwritten"]:
         return f"{r['unwritten']} elements of C never written"
-    return f"relative error {r['rel_err']:.2e} > tolerance {r['tol']:.0e}"
+    if r.get("tol") is not None:  # a file written before the element-wise check
+        return f"relative error {r['rel_err']:.2e} > tolerance {r['tol']:.0e}"
+    return "wrong result"
 
 
 def markdown(doc: dict) -> str:

@@ -13,20 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import check as checking
+from .check import ALPHA, BETA, Check
+from .clocks import ClockWatch
 from .compile import Compiled, Resources
 from .device import DeviceInfo, cuda, get_device
 from .errors import GemmlabError
 from .templates import Geometry, Variant
 
-FP32_TOL = 1e-5         # relative Frobenius error; FP32 kernels land near 1e-7..1e-6
-# Tolerance by input type. TF32 keeps 10 of FP32's 23 mantissa bits: rounding both inputs of every
-# product gives errors near 5e-4 (8e-4 when the hardware truncates). FP16/BF16 inputs are rounded once,
-# when they are made, and the reference uses the same rounded values, so only the order of the FP32
-# sums differs; the looser bound is the conventional one for these types.
-TOLERANCES = {"fp32": FP32_TOL, "tf32": 2e-3, "fp16": 1e-2, "bf16": 1e-2}
 # A variant with an EPILOGUE parameter takes (float alpha, float beta, const float* bias) after K:
 # C = alpha * A@B + beta * C (alpha_beta), C = max(A@B + bias[col], 0) (bias_relu), or plain A@B (none).
-ALPHA, BETA = 1.5, -0.75  # neither 0 nor 1, so that a kernel that ignores one of them fails the check
 ITEM_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
                  "bf16": "cublasGemmEx BF16"}
@@ -60,25 +56,14 @@ class Shape:
         return f"{self.M}x{self.N}x{self.K}"
 
     def bytes_needed(self, fp64_check: bool = False, dtype: str = "fp32") -> int:
-        """GPU memory for A, B (in their type), C, the reference, the check's two temporaries and the
-        flush buffer; FP32 copies of 16-bit inputs for the reference; float64 copies if asked."""
+        """GPU memory for a run: two sets of inputs at a time (the timed one, and one of the others while
+        it is checked), each A and B in their type with pristine copies, the reference and the bound;
+        C, C0 and the check's temporaries; the FP32 copies made while inputs are generated; the flush
+        buffer. In float64 where the reference is."""
         mk, kn, mn = self.M * self.K, self.K * self.N, self.M * self.N
-        item = ITEM_BYTES[dtype]
-        need = item * (mk + kn) + 4 * 4 * mn + FLUSH_BYTES + (4 * (mk + kn) if item < 4 else 0)
-        return need + (8 * (mk + kn + mn) if fp64_check else 0)
-
-
-@dataclass
-class Check:
-    rel_err: float
-    max_abs_err: float
-    tol: float
-    reference: str
-    unwritten: int = 0  # elements still NaN after the launch
-
-    @property
-    def passed(self) -> bool:
-        return self.unwritten == 0 and math.isfinite(self.rel_err) and self.rel_err <= self.tol
+        item, r = ITEM_BYTES[dtype], 8 if fp64_check else 4
+        per_set = 2 * item * (mk + kn) + 2 * r * mn
+        return 2 * per_set + 8 * mn + 4 * r * mn + 8 * (mk + kn) + FLUSH_BYTES
 
 
 @dataclass
@@ -88,6 +73,8 @@ class Timing:
     max_ms: float
     reps: int
     rounds: list[float] | None = None  # each round's median, where the time is the median of several rounds
+    samples: list[float] | None = None  # every timed repetition, ms: the noise of a comparison comes from them
+    clocks: dict | None = None  # the SM clock and throttle reasons while it was timed (clocks.py), if NVML is there
 
 
 @dataclass
@@ -152,21 +139,28 @@ def bench(fn, min_reps: int = 10, min_time_ms: float = 100.0, max_reps: int = 10
     reps = min(max(min_reps, math.ceil(min_time_ms / max(est, 1e-3))), max(max_reps, min_reps))
     if phase:
         phase(f"time {reps} repetitions", reps * est * 1e-3)
-    times = timed(reps)
-    return Timing(float(np.median(times)), float(min(times)), float(max(times)), reps)
+    with ClockWatch() as clocks:
+        times = timed(reps)
+    return Timing(float(np.median(times)), float(min(times)), float(max(times)), reps, samples=times,
+                  clocks=clocks.summary())
 
 
 def to_bf16(x):
-    """float32 array -> bfloat16 bits (uint16; cupy has no bfloat16 type), rounded to nearest even."""
-    cupy = cuda()
-    u = x.view(cupy.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cupy.uint16)
+    """float32 array -> bfloat16 bits (uint16; cupy has no bfloat16 type), rounded to nearest even.
+    (numpy's types name the views, so it works on numpy arrays too.)"""
+    u = x.view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 def from_bf16(b):
     """bfloat16 bits -> float32, exactly."""
-    cupy = cuda()
-    return (b.astype(cupy.uint32) << 16).view(cupy.float32)
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def synchronize(xp) -> None:
+    """Wait for the GPU (nothing to wait for where numpy stands in for cupy, in the CPU tests)."""
+    if hasattr(xp, "cuda"):
+        xp.cuda.Device().synchronize()
 
 
 def cublas_gemm(A, B, C, dtype: str) -> None:
@@ -249,84 +243,164 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
     return np.frombuffer(ctypes.string_at(tmap.getPtr(), 128), dtype=np.dtype((np.void, 128)))[0]
 
 
-class Problem:
-    """Inputs for one shape and input type: fresh random A and B, the output C, and the reference, on
-    the GPU. A and B are float32 for fp32 and tf32, float16 for fp16, bfloat16 bits (uint16) for bf16;
-    C is float32 for every type (FP32 accumulation)."""
+@dataclass(frozen=True)
+class InputSet:
+    """A kind of inputs every kernel is checked on. `scale` None: small integers, where every product
+    and partial sum is exact in FP32, so C must equal the reference bit for bit."""
+    name: str
+    scale: float | None
+    seed_offset: int
 
-    def __init__(self, shape: Shape, seed: int | None = None, fp64_check: bool = False, dtype: str = "fp32"):
-        self.cupy = cupy = cuda()
-        self.device: DeviceInfo = get_device()
+
+# The first set is the one timed; the others are checked too, before timing, so that a kernel right only
+# on one set of values (by accident, or at one magnitude) is caught.
+INPUT_SETS = (InputSet("random", 1.0, 0), InputSet("random x1000", 1000.0, 7919),
+              InputSet("small integers", None, 104729))
+
+
+def c_tile(params: dict) -> tuple[int, int]:
+    """The rows x columns of C one block computes, from the parameters that name them (BM x BN, TILE,
+    BLOCK, COLS), for saying which tiles hold wrong elements; 32 where no parameter says."""
+    def first(*names):
+        return next((int(params[n]) for n in names if isinstance(params.get(n), int)), 32)
+    return first("BM", "TILE", "BLOCK"), first("BN", "COLS", "TILE", "BLOCK")
+
+
+class Inputs:
+    """One set of inputs on the GPU, in the kernels' type, with pristine copies to guard them, and what C
+    must be: the reference and each element's bound (gemmlab/check.py)."""
+
+    def __init__(self, xp, shape: Shape, dtype: str, seed: int, kind: InputSet, fp64: bool):
+        """`xp`: cupy, or numpy in the CPU tests."""
+        M, N, K = shape.M, shape.N, shape.K
+        # Integers in [-4, 4]: every partial sum (and alpha_beta's 1.5x of it) fits FP32's 24 bits while
+        # 24 K < 2^22, so C is exact in any order; past that K the bound applies to them as to the others.
+        self.kind, self.exact = kind, kind.scale is None and 24 * K < 2**22
+        rng = xp.random.default_rng(seed + kind.seed_offset)
+
+        def make(*dims):
+            if kind.scale is None:
+                return rng.integers(-4, 5, dims).astype(xp.float32)
+            return rng.standard_normal(dims, dtype=xp.float32) * xp.float32(kind.scale)
+
+        A, B = make(M, K), make(K, N)
+        if dtype == "fp16":
+            self.A, self.B = A.astype(xp.float16), B.astype(xp.float16)
+            A, B = self.A.astype(xp.float32), self.B.astype(xp.float32)  # exactly the rounded inputs
+        elif dtype == "bf16":
+            self.A, self.B = to_bf16(A), to_bf16(B)
+            A, B = from_bf16(self.A), from_bf16(self.B)
+        else:
+            self.A, self.B = A, B
+        self.bias, self._C0, self._make = make(N), None, make
+        # The reference multiplies the very inputs the kernel gets, in FP32 (or float64): for tf32 that
+        # is the exact product the tensor cores approximate.
+        rt = xp.float64 if fp64 else xp.float32
+        self.ref = xp.matmul(A.astype(rt), B.astype(rt))
+        l2 = None if self.exact else xp.sqrt(xp.matmul(A * A, B * B))
+        self.bound = checking.bound(xp, self.ref, l2, K, dtype, self.exact)
+        del A, B, l2
+        self.pristine = {"A": self.A.copy(), "B": self.B.copy(), "bias": self.bias.copy()}
+
+    @property
+    def C0(self):
+        """The C that alpha_beta's beta * C reads: made when first needed (it is the size of C)."""
+        if self._C0 is None:
+            self._C0 = self._make(*self.ref.shape)
+            self.pristine["C0"] = self._C0.copy()
+        return self._C0
+
+    def guard(self, xp) -> list[str]:
+        """The inputs a launch wrote into (and puts them back, so that no later verdict depends on it)."""
+        found = []
+        for name, clean in self.pristine.items():
+            now = getattr(self, name if name != "C0" else "_C0")
+            what = checking.changed(xp, name, now, clean)
+            if what:
+                found.append(what)
+                now[...] = clean
+        return found
+
+
+class Problem:
+    """Inputs for one shape and input type, on the GPU: fresh random A and B (the timed set, INPUT_SETS[0]),
+    the output C, and the other input sets, made when a kernel is checked. A and B are float32 for fp32
+    and tf32, float16 for fp16, bfloat16 bits (uint16) for bf16; C is float32 for every type (FP32
+    accumulation)."""
+
+    def __init__(self, shape: Shape, seed: int | None = None, fp64_check: bool = False, dtype: str = "fp32",
+                 xp=None):
+        """`xp`: the array module, cupy unless a CPU test gives numpy (then there is no device, and only
+        `verify` and the input sets work: launches are whatever the test emulates)."""
+        self.cupy = cupy = xp or cuda()
+        self.device: DeviceInfo | None = get_device() if xp is None else None
         self.shape = shape
         self.dtype = dtype
+        self.fp64 = fp64_check
         self.seed = seed if seed is not None else int.from_bytes(np.random.bytes(4), "little")
-        free, _total = cupy.cuda.runtime.memGetInfo()
-        need = shape.bytes_needed(fp64_check, dtype)
-        if need > free:
-            raise GemmlabError(f"shape {shape} needs {need / 2**30:.1f} GiB of GPU memory and "
-                               f"{self.device.name} has {free / 2**30:.1f} GiB free",
-                               hint="choose a smaller --size or -M/-N/-K")
+        if self.device is not None:
+            free, _total = cupy.cuda.runtime.memGetInfo()
+            need = shape.bytes_needed(fp64_check, dtype)
+            if need > free:
+                raise GemmlabError(f"shape {shape} needs {need / 2**30:.1f} GiB of GPU memory and "
+                                   f"{self.device.name} has {free / 2**30:.1f} GiB free",
+                                   hint="choose a smaller --size or -M/-N/-K")
+        self.ref_name = "float64" if fp64_check else ("cupy.matmul" if dtype == "fp32"
+                                                      else f"cupy.matmul fp32 of the {dtype} inputs")
+        self.main = self._inputs(INPUT_SETS[0])
+        self.C = cupy.empty((shape.M, shape.N), dtype=cupy.float32)
+        synchronize(cupy)
+        self.A, self.B, self.ref = self.main.A, self.main.B, self.main.ref
+
+    def _inputs(self, kind: InputSet) -> Inputs:
         try:
-            rng = cupy.random.default_rng(self.seed)
-            A = rng.standard_normal((shape.M, shape.K), dtype=cupy.float32)
-            B = rng.standard_normal((shape.K, shape.N), dtype=cupy.float32)
-            if dtype == "fp16":
-                self.A, self.B = A.astype(cupy.float16), B.astype(cupy.float16)
-                A, B = self.A.astype(cupy.float32), self.B.astype(cupy.float32)  # exactly the rounded inputs
-            elif dtype == "bf16":
-                self.A, self.B = to_bf16(A), to_bf16(B)
-                A, B = from_bf16(self.A), from_bf16(self.B)
-            else:
-                self.A, self.B = A, B
-            self.C = cupy.empty((shape.M, shape.N), dtype=cupy.float32)
-            # The reference multiplies the very inputs the kernel gets, in FP32 (or float64): for
-            # tf32 that is the exact product the tensor cores approximate.
-            if fp64_check:
-                self.ref = cupy.matmul(A.astype(cupy.float64), B.astype(cupy.float64))
-                self.ref_name = "float64"
-            else:
-                self.ref = cupy.matmul(A, B)
-                self.ref_name = "cupy.matmul" if dtype == "fp32" else f"cupy.matmul fp32 of the {dtype} inputs"
-            del A, B
-            cupy.cuda.Device().synchronize()
-        except cupy.cuda.memory.OutOfMemoryError:
-            raise GemmlabError(f"out of GPU memory allocating the inputs of shape {shape}") from None
-        self.ref_norm = float(cupy.linalg.norm(self.ref))
+            return Inputs(self.cupy, self.shape, self.dtype, self.seed, kind, self.fp64)
+        except MemoryError:  # cupy's OutOfMemoryError is one
+            raise GemmlabError(f"out of GPU memory making the {kind.name} inputs of shape {self.shape}",
+                               hint="choose a smaller --size or -M/-N/-K") from None
 
-    def check(self, ref=None) -> Check:
-        """C against the reference (or `ref`, the reference after an epilogue)."""
-        cupy = self.cupy
-        unwritten = int(cupy.isnan(self.C).sum())
-        ref = self.ref if ref is None else ref
-        diff = self.C.astype(ref.dtype) - ref
-        norm = self.ref_norm if ref is self.ref else float(cupy.linalg.norm(ref))
-        rel = float(cupy.linalg.norm(diff)) / (norm or 1.0)
-        return Check(rel, float(cupy.abs(diff).max()), TOLERANCES[self.dtype], self.ref_name, unwritten)
+    def input_sets(self):
+        """Every set of inputs, the timed one first; the others are made one at a time and dropped after."""
+        yield self.main
+        for kind in INPUT_SETS[1:]:
+            yield self._inputs(kind)
 
-    def bias(self):
-        """A bias per column of C, for the bias_relu epilogue."""
-        if getattr(self, "_bias", None) is None:
-            self._bias = self.cupy.random.default_rng(self.seed + 1).standard_normal(self.shape.N, dtype=self.cupy.float32)
-        return self._bias
-
-    def epilogue_reference(self, epilogue: str):
-        """The reference after a fused epilogue: alpha*AB + beta*C0 (C0 random), or relu(AB + bias).
-        These are two more arrays the size of C, beyond what `Shape.bytes_needed` counted."""
-        cupy = self.cupy
+    def verify(self, launch_on, tile: tuple[int, int] = (32, 32), epilogue: str | None = None,
+               sets=None) -> Check:
+        """Run `launch_on(inputs)()` on NaN-poisoned C for each input set (all of them unless `sets` says),
+        and judge every element; stop at the first set that fails. The verdict of the timed set, unless
+        another failed. Inputs a launch wrote into are named in the verdict, and restored."""
+        cupy, kind = self.cupy, epilogue or "none"
+        verdict = None
         try:
-            if epilogue == "alpha_beta":
-                self.C0 = cupy.random.default_rng(self.seed + 2).standard_normal(self.C.shape, dtype=cupy.float32)
-                return ALPHA * self.ref + BETA * self.C0.astype(self.ref.dtype)
-            if epilogue == "bias_relu":
-                return cupy.maximum(self.ref + self.bias().astype(self.ref.dtype), 0)
-        except cupy.cuda.memory.OutOfMemoryError:
-            self.C0 = None  # free it if the reference after it was what did not fit
-            raise GemmlabError(f"out of GPU memory checking the {epilogue} epilogue on shape {self.shape}: it needs "
-                               f"two more arrays the size of C ({2 * self.C.nbytes / 2**30:.1f} GiB)",
-                               hint="choose a smaller shape, or EPILOGUE=none") from None
-        if epilogue == "none":
-            return None
-        raise GemmlabError(f"unknown EPILOGUE {epilogue!r}: gemmlab knows none, alpha_beta and bias_relu")
+            verdict = self._verify(launch_on, tile, kind, sets or self.input_sets())
+        except MemoryError:  # cupy's OutOfMemoryError is one
+            raise GemmlabError(f"out of GPU memory checking on shape {self.shape}: the check needs a few more "
+                               f"arrays the size of C ({self.C.nbytes / 2**30:.1f} GiB each)",
+                               hint="choose a smaller shape") from None
+        return verdict
+
+    def _verify(self, launch_on, tile, kind, sets) -> Check:
+        cupy, verdict = self.cupy, None
+        for inputs in sets:
+            self.C.fill(math.nan)  # poison: elements the kernel does not write stay NaN and fail
+            if kind == "alpha_beta":
+                self.C[...] = inputs.C0  # beta * C reads C: it must hold numbers (the reference knows which)
+            launch_on(inputs)()
+            synchronize(cupy)
+            try:
+                ref, bnd = checking.epilogue(cupy, kind, inputs.ref, inputs.bound,
+                                             inputs.C0 if kind == "alpha_beta" else None, inputs.bias)
+            except ValueError as e:
+                raise GemmlabError(str(e)) from None
+            c = checking.verdict(cupy, self.C, ref, bnd, self.ref_name, tile, inputs.kind.name)
+            del ref, bnd
+            c.clobbered = inputs.guard(cupy)
+            if verdict is None or not c.passed:
+                verdict = c
+            if not c.passed:
+                break
+        return verdict
 
     def workspace(self, nbytes: int):
         """Scratch memory for kernels that declare it: allocated once per Problem, grown when needed."""
@@ -350,27 +424,36 @@ class Problem:
             kernel.kernel.ptr, geo.threads, geo.smem) == 1 and resident_blocks(kernel, geo, sms) >= blocks)
         return order_argument(slot_table(gpc_map(sms), sms, cluster, group) if full else None)
 
+    def _timed(self, r: Result, launch, tile, epilogue, min_reps: int, phase) -> None:
+        """Time `launch` on the timed inputs, then check them again: a kernel that keeps state from one
+        launch to the next (split K's counters, kernels/split.j2; stream-K's flags, kernels/stream_k.j2)
+        must be right on the last one too, and one that wrote into its inputs while timed is caught."""
+        r.timing = bench(launch, min_reps=min_reps, phase=phase)
+        clobbered = self.main.guard(self.cupy)
+        again = self.verify(lambda inputs: launch, tile, epilogue, sets=[self.main])
+        again.clobbered = clobbered + again.clobbered
+        if not again.passed:
+            r.check, r.timing = again, None
+
     def cublas(self, min_reps: int = 10) -> Result:
         """cuBLAS on the same inputs, the yardstick: cupy.matmul for fp32, cublasGemmEx for the others."""
         cupy = self.cupy
-        if self.dtype == "fp32":
-            def gemm():
-                cupy.matmul(self.A, self.B, out=self.C)
-        else:
-            def gemm():
-                cublas_gemm(self.A, self.B, self.C, self.dtype)
+
+        def on(inputs):
+            if self.dtype == "fp32":
+                return lambda: cupy.matmul(inputs.A, inputs.B, out=self.C)
+            return lambda: cublas_gemm(inputs.A, inputs.B, self.C, self.dtype)
         r = Result("cuBLAS", {}, self.shape, source=CUBLAS_SOURCE[self.dtype], dtype=self.dtype)
-        self.C.fill(math.nan)
-        gemm()
-        r.check = self.check()
-        r.timing = bench(gemm, min_reps=min_reps)
+        r.check = self.verify(on)
+        if r.check.passed:
+            self._timed(r, on(self.main), (32, 32), None, min_reps, None)
         return r
 
     def run(self, variant: Variant, params: dict, compiled: Compiled, min_reps: int = 10,
             timed: bool = True, phase=None) -> Result:
-        """Launch once on NaN-poisoned C and check; then, if it passed (and `timed`), time it.
-        A CUDA error in a launch marks the result CRASHED: this process's CUDA context is then
-        unusable (gemmlab's CLI runs this in a worker process for that reason)."""
+        """Launch on NaN-poisoned C and check, on every input set; then, if it passed (and `timed`), time
+        it on the first. A CUDA error in a launch marks the result CRASHED: this process's CUDA context is
+        then unusable (gemmlab's CLI runs this in a worker process for that reason)."""
         from .compile import load
         cupy, s = self.cupy, self.shape
         if variant.dtype(params) != self.dtype:
@@ -400,25 +483,32 @@ class Problem:
                     f"wait for each other: launch.resident is {variant.resident}), and {self.device.name} holds {fits}",
                     hint=f"choose parameters that make {variant.resident} false")
         dims = (np.int32(s.M), np.int32(s.N), np.int32(s.K))
-        args = (self.A, self.B, self.C) + dims
-        if geo.workspace:
-            args += (self.workspace(geo.workspace),)
-        for op, box in geo.tma:  # tensor maps the kernel's TMA copies read A and B through
-            args += (tensor_map(self.A if op == "A" else self.B, box, self.dtype),)
-        if geo.gpc_order:  # clusters of one GPC on tiles that share A's rows: only where the grid fills every SM
-            args += (self.gpc_order(kernel, geo),)
-        epilogue, ref = params.get("EPILOGUE"), None
-        if epilogue is not None:  # the fused epilogue's inputs, and what C must then be
-            args += (np.float32(ALPHA), np.float32(BETA), self.bias())
-            ref = self.epilogue_reference(epilogue)
+        epilogue = params.get("EPILOGUE")
+        if epilogue is not None and epilogue not in checking.EPILOGUES:
+            raise GemmlabError(f"unknown EPILOGUE {epilogue!r}: gemmlab knows {', '.join(checking.EPILOGUES)}")
+        order = self.gpc_order(kernel, geo) if geo.gpc_order else None
         reduce = load(compiled, "reduce") if geo.reduce_grid else None
+        workspace = self.workspace(geo.workspace) if geo.workspace else None
 
-        def launch():
-            if geo.zero_output:  # the kernel adds into C: part of its work, so inside the timing
-                self.C.fill(0)
-            kernel(geo.grid, geo.block, args, shared_mem=geo.smem)
-            if reduce is not None:  # e.g. split-K: sum the partial products from the workspace into C
-                reduce(geo.reduce_grid, geo.reduce_block, (args[-1], self.C) + dims)
+        def on(inputs):
+            """The launch on one set of inputs: the kernel's arguments, in the order templates declare."""
+            args = (inputs.A, inputs.B, self.C) + dims
+            if workspace is not None:
+                args += (workspace,)
+            for op, box in geo.tma:  # tensor maps the kernel's TMA copies read A and B through
+                args += (tensor_map(inputs.A if op == "A" else inputs.B, box, self.dtype),)
+            if order is not None:  # clusters of one GPC on tiles that share A's rows: only where the grid fills every SM
+                args += (order,)
+            if epilogue is not None:  # the fused epilogue's inputs
+                args += (np.float32(ALPHA), np.float32(BETA), inputs.bias)
+
+            def launch():
+                if geo.zero_output:  # the kernel adds into C: part of its work, so inside the timing
+                    self.C.fill(0)
+                kernel(geo.grid, geo.block, args, shared_mem=geo.smem)
+                if reduce is not None:  # e.g. split-K: sum the partial products from the workspace into C
+                    reduce(geo.reduce_grid, geo.reduce_block, (workspace, self.C) + dims)
+            return launch
 
         try:
             r.blocks_per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
@@ -426,27 +516,14 @@ class Problem:
         except Exception:
             r.blocks_per_sm = None
 
-        def checked_launch():
-            self.C.fill(math.nan)  # poison: elements the kernel does not write stay NaN and fail
-            if epilogue == "alpha_beta":
-                self.C[...] = self.C0  # beta * C reads C: it must hold numbers (the reference knows which)
-            launch()
-            cupy.cuda.Device().synchronize()
-            return self.check(ref)
-
+        tile = c_tile(params)
         cuda_errors = (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError)
         try:
             if phase:
                 phase(f"check {variant.name}")
-            r.check = checked_launch()
+            r.check = self.verify(on, tile, epilogue)
             if r.check.passed and timed:
-                r.timing = bench(launch, min_reps=min_reps, phase=phase)
-                # Checked again after the timed launches: a kernel that keeps state from one launch to
-                # the next (split K's counters, kernels/split.j2; stream-K's flags, kernels/stream_k.j2) must
-                # be right on the last one too.
-                again = checked_launch()
-                if not again.passed:
-                    r.check, r.timing = again, None
+                self._timed(r, on(self.main), tile, epilogue, min_reps, phase)
         except cuda_errors as e:
             r.check = r.timing = None
             r.fault, r.error = "CRASHED", f"the kernel failed: {e}"

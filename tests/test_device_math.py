@@ -6,7 +6,7 @@ import pytest
 
 from gemmlab import GemmlabError
 from gemmlab.device import DeviceInfo, dram_bandwidth, fp32_lanes, fp32_peak
-from gemmlab.runner import FP32_TOL, Check, Result, Shape, Timing
+from gemmlab.runner import Check, Result, Shape, Timing
 from gemmlab import report
 
 
@@ -46,15 +46,16 @@ def test_shapes_are_validated():
 
 
 def test_check_passes_only_when_every_element_is_right():
-    assert Check(1e-7, 1e-5, FP32_TOL, "cupy.matmul").passed
-    assert not Check(2e-5, 1e-3, FP32_TOL, "cupy.matmul").passed
-    assert not Check(math.nan, math.nan, FP32_TOL, "cupy.matmul").passed
-    assert not Check(0.0, 0.0, FP32_TOL, "cupy.matmul", unwritten=3).passed
+    assert Check(1e-7, 1e-5, "cupy.matmul").passed
+    assert not Check(1e-7, 1e-3, "cupy.matmul", bad=1).passed  # one element past its bound is enough
+    assert not Check(math.nan, math.nan, "cupy.matmul").passed
+    assert not Check(0.0, 0.0, "cupy.matmul", unwritten=3, bad=3).passed
+    assert not Check(0.0, 0.0, "cupy.matmul", clobbered=["A: 1 element changed, first at (0, 0)"]).passed
 
 
 def _result(name, ms, passed=True, **kw):
     r = Result(name, {"TILE": 32}, Shape(4096, 4096, 4096), **kw)
-    r.check = Check(1e-7 if passed else 1e-2, 0.0, FP32_TOL, "cupy.matmul")
+    r.check = Check(1e-7, 0.0, "cupy.matmul", bad=0 if passed else 5)
     r.timing = Timing(ms, ms * 0.99, ms * 1.01, 10)
     return r
 
@@ -72,4 +73,4 @@ def test_rows_and_speedups():
     assert broken["status"] == "FAIL" and broken["ms"] is None and broken["tflops"] is None
     assert report.failures(rows) == [broken]
     md = report.markdown({"rows": rows})
-    assert "| tiled | TILE=32 | 10.000 |" in md and "| broken | TILE=32 | **FAIL**: relative error" in md
+    assert "| tiled | TILE=32 | 10.000 |" in md and "| broken | TILE=32 | **FAIL**: 5 elements out of bound on the random inputs" in md

@@ -17,10 +17,11 @@ from test_cli import invoke
 SHAPE = {"M": 64, "N": 32, "K": 16}
 
 
-def row(variant="tiled", ms=2.0, params=None, source_hash="aaaa", status="PASS"):
+def row(variant="tiled", ms=2.0, params=None, source_hash="aaaa", status="PASS", samples_ms=None):
     return {"variant": variant, "params": params or {"TILE": 32}, "source_hash": source_hash,
             "source": "kernels/tiled.cu.j2", "status": status, "ms": ms if status == "PASS" else None,
-            "tflops": 1.0, "rel_err": 1e-7, "error": None if status == "PASS" else "boom"}
+            "tflops": 1.0, "rel_err": 1e-7, "error": None if status == "PASS" else "boom",
+            "samples_ms": samples_ms}
 
 
 def test_first_run_then_deltas():
@@ -28,9 +29,10 @@ def test_first_run_then_deltas():
     prev = history.record("run", row(ms=1.0), SHAPE, "H100", "abc")
     d = history.delta(row(ms=1.0), prev)
     assert d["vs_last"] == pytest.approx(2.0) and d["changed"] == ""
-    assert history.delta_text(d) == "100.0% faster"
+    assert history.delta_text(d) == "100.0% faster (noise unknown)"  # rows without samples
     prev = history.record("run", row(ms=1.25, source_hash="bbbb"), SHAPE, "H100", "abc")
-    assert history.delta_text(history.delta(row(ms=1.25, source_hash="bbbb"), prev)) == "20.0% slower, template changed"
+    assert history.delta_text(history.delta(row(ms=1.25, source_hash="bbbb"), prev)) == \
+        "20.0% slower (noise unknown), template changed"
     prev = history.record("run", row(ms=1.25, params={"TILE": 16}), SHAPE, "H100", "abc")
     assert history.delta(row(ms=1.25, params={"TILE": 16}), prev)["changed"] == "params changed"
     assert history.delta_text(history.delta(row(), None)) == "first run"
@@ -172,3 +174,36 @@ def test_watch_reruns_on_each_edit_and_survives_errors(tmp_path):
 
     _watch(f, once)
     assert calls == ["0", "1", "2"]
+
+
+def test_noise_is_the_robust_spread_of_the_samples():
+    assert history.noise(None) is None and history.noise([1.0, 1.0]) is None
+    assert history.noise([1.0, 1.0, 1.0, 1.0]) == 0.0
+    # one slow repetition does not widen it: median 1.0, absolute deviations 0, 0, 0.02, 0.02, 5
+    assert history.noise([1.0, 1.02, 0.98, 1.0, 6.0]) == pytest.approx(1.4826 * 0.02)
+
+
+@pytest.mark.parametrize("now,words", [
+    ([0.980, 0.981, 0.979, 0.980, 0.982], "2.0% faster"),              # the shift is past both runs' noise
+    ([0.996, 1.010, 0.985, 0.996, 1.005], "0.4% faster (within noise)"),  # this run's spread is ~1%
+    ([1.030, 1.031, 1.029, 1.030, 1.030], "2.9% slower"),
+])
+def test_a_difference_counts_only_outside_the_noise(now, words):
+    before = [1.000, 1.001, 0.999, 1.000, 1.002]
+    history.record("run", row(ms=1.0, samples_ms=before), SHAPE, "H100", None)
+    prev = history.record("run", row(ms=sorted(now)[2], samples_ms=now), SHAPE, "H100", None)
+    assert prev["samples"] == before  # kept in the history
+    d = history.delta(row(ms=sorted(now)[2], samples_ms=now), prev)
+    assert history.delta_text(d) == words
+    assert d["outside_noise"] == ("within" not in words)
+
+
+def test_a_history_from_before_samples_gains_the_column(tmp_path, monkeypatch):
+    import sqlite3
+    db = tmp_path / "old.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript(history.SCHEMA.replace(",\n    samples     TEXT", "").split("CREATE INDEX")[0])
+    con.close()
+    monkeypatch.setenv("GEMMLAB_HISTORY", str(db))
+    history.record("run", row(ms=1.0, samples_ms=[1.0, 1.0, 1.0]), SHAPE, "H100", None)
+    assert history.runs()[-1]["samples"] == [1.0, 1.0, 1.0]

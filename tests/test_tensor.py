@@ -14,7 +14,8 @@ from gemmlab.compile import compile_rendered, sass
 from gemmlab.device import DeviceInfo
 from gemmlab.errors import GemmlabError
 from gemmlab.render import render
-from gemmlab.runner import ITEM_BYTES, TOLERANCES, Shape
+from gemmlab.check import U_INPUT
+from gemmlab.runner import ITEM_BYTES, Shape
 from gemmlab.templates import DTYPES, discover
 from conftest import write_template
 
@@ -37,7 +38,7 @@ def test_dtype_is_a_parameter_of_variants_with_several_types():
         cat.get("tiled").for_dtype("bf16")
     with pytest.raises(GemmlabError, match="disagree"):
         wmma.for_dtype("fp16", {"DTYPE": "tf32"})
-    assert set(TOLERANCES) == set(ITEM_BYTES) == set(DTYPES)
+    assert set(U_INPUT) == set(ITEM_BYTES) == set(DTYPES)
 
 
 def test_declaring_dtype_as_a_parameter_is_refused(user_dir):
@@ -46,27 +47,28 @@ def test_declaring_dtype_as_a_parameter_is_refused(user_dir):
     assert "DTYPE is made from 'dtypes'" in cat.broken["dt"].message
 
 
-def test_memory_estimate_counts_the_fp32_copies_of_16_bit_inputs():
+def test_memory_estimate_counts_inputs_in_their_type():
+    """Two input sets at a time, each A and B with a pristine copy: 16-bit inputs save 2 bytes on each."""
     s = Shape(1000, 2000, 3000)
     inputs = 1000 * 3000 + 3000 * 2000
-    assert s.bytes_needed(dtype="bf16") - s.bytes_needed(dtype="fp32") == (2 + 4 - 4) * inputs
+    assert s.bytes_needed(dtype="fp32") - s.bytes_needed(dtype="bf16") == 2 * 2 * (4 - 2) * inputs
+    # a float64 reference and bound, and the check's temporaries in float64
+    assert s.bytes_needed(fp64_check=True) - s.bytes_needed() == (2 * 2 + 4) * 4 * 1000 * 2000
 
 
-def test_out_of_memory_in_the_epilogue_check_is_a_clear_error():
-    """The epilogue's C0 and reference come after the inputs: running out there is one clear error too."""
-    import types
-    import cupy
+def test_out_of_memory_in_the_check_is_a_clear_error():
+    """The other input sets and the epilogue's C0 come after the inputs: running out there is one clear
+    error too (numpy stands in for cupy; the launch runs out)."""
     import numpy as np
     from gemmlab.runner import Problem
 
-    def no_memory(*args, **kwargs):
-        raise cupy.cuda.memory.OutOfMemoryError(2**30, 0, 0)
-    p = object.__new__(Problem)  # the state epilogue_reference reads, without a GPU
-    p.cupy = types.SimpleNamespace(random=types.SimpleNamespace(default_rng=lambda seed: types.SimpleNamespace(
-        standard_normal=no_memory)), cuda=cupy.cuda, float32=np.float32)
-    p.seed, p.shape, p.C = 1, Shape(4096, 4096, 8), np.zeros((4096, 4096), np.float32)
-    with pytest.raises(GemmlabError, match=r"alpha_beta epilogue on shape 4096x4096x8: .* \(0.1 GiB\)"):
-        p.epilogue_reference("alpha_beta")
+    def no_memory(inputs):
+        def launch():
+            raise MemoryError("out of memory")
+        return launch
+    p = Problem(Shape(4096, 4096, 8), dtype="bf16", xp=np)
+    with pytest.raises(GemmlabError, match=r"out of GPU memory checking on shape 4096x4096x8: .* \(0.1 GiB each\)"):
+        p.verify(no_memory)
 
 
 @pytest.mark.parametrize("name,dtype,needle", [
@@ -289,6 +291,7 @@ def test_wgmma_tf32_rounds_both_operands_to_nearest(operand):
     params = v.resolve(v.for_dtype("tf32", {}))
     p = Problem(Shape(256, 256, 32), dtype="tf32")
     p.A[...], p.B[...] = (x, 1.0) if operand == "A" else (1.0, x)
+    p.main.pristine["A"][...], p.main.pristine["B"][...] = p.A, p.B  # these inputs are the test's, not the kernel's doing
     p.run(v, params, gemmlab.build(v, params), timed=False)
     assert float(p.C.min()) == float(p.C.max()) == 32 * rounded, (float(p.C.min()), float(p.C.max()))
     cublas_gemm(p.A, p.B, p.C, "tf32")
