@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
-from rich.table import Table
 
 from . import __version__, history, report
 from .api import catalog, default_arch
@@ -46,10 +45,17 @@ SECONDS = _Seconds(min=0, min_open=True)
 
 def _console(stderr: bool = False) -> Console:
     """Made at use time, so it writes to whatever stdout/stderr is then (a pipe, a test's buffer).
-    A terminal sets the width; a pipe or file gets wide tables rather than 80 squeezed columns."""
+    A terminal sets the width (tables fit it: report.FitTable); a pipe or file gets 200 columns, or
+    $COLUMNS; --wide prints every column of a table however wide it is."""
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", 200))
+    ctx = click.get_current_context(silent=True)
+    if not stderr and ctx is not None and ctx.meta.get("wide"):
+        width = WIDE
     return Console(file=stream, highlight=False, width=width)
+
+
+WIDE = 10_000  # the console width under --wide: no table is cut or folded for lack of room
 
 
 def out() -> Console:
@@ -143,7 +149,15 @@ def dtype_option(f):
                              "else fp32).")(f)
 
 
+def _set_wide(ctx, param, value):
+    if value:
+        ctx.meta["wide"] = True
+
+
 def output_options(f):
+    f = click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
+                     help="Print every column of a table, however wide (else columns are folded or left "
+                          "out, least important first, to fit the terminal).")(f)
     f = click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of a table.")(f)
     f = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
     return f
@@ -239,33 +253,24 @@ def list_cmd(dtype, kernels_dirs, as_json, as_csv):
     cat = catalog(kernels_dirs)
     fmt = output_format(as_json, as_csv)
     ladder = [v for v in cat.ladder() if dtype is None or dtype in v.dtypes]
+    # The templates that do not load are listed too (as the table shows them), with why: broken = true.
+    broken = [{"name": name, "broken": True, "error": e.message} for name, e in cat.broken.items()]
     if fmt == "json":
         click.echo(report.dump([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": list(v.dtypes),
                                  "source": str(v.path),
                                  "user": not v.builtin, "shadows": str(v.shadows) if v.shadows else None,
                                  "params": {n: {"default": p.default, "choices": p.choices, "help": p.help}
-                                            for n, p in v.params.items()}} for v in ladder]))
+                                            for n, p in v.params.items()}, "broken": False} for v in ladder]
+                               + broken))
         return
     if fmt == "csv":
         click.echo(report.csv_text([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": " ".join(v.dtypes),
-                                     "defaults": v.defaults(), "source": str(v.path), "user": not v.builtin}
-                                    for v in ladder]), nl=False)
+                                     "defaults": v.defaults(), "source": str(v.path), "user": not v.builtin,
+                                     "broken": False, "error": None}
+                                    for v in ladder] + broken), nl=False)
         return
-    t = Table(title="gemmlab variants (ladder order)" + (f", {dtype} only" if dtype else ""),
-              title_justify="left", show_lines=True)
-    for c in ("variant", "parent", "idea", "dtypes", "parameters (default [choices])", "source"):
-        t.add_column(c, overflow="fold")
-    for v in ladder:
-        ps = escape("\n".join(f"{n}={show_value(p.default)}"
-                              + (f" [{', '.join(map(show_value, p.choices))}]" if p.choices else "")
-                              for n, p in v.params.items()) or "-")
-        src = "built-in" if v.builtin else f"[cyan]{escape(str(v.path))}[/]"
-        if v.shadows:
-            src += f"\n[yellow]shadows {escape(str(v.shadows))}[/]"
-        t.add_row(f"[bold]{v.name}[/]", v.parent or "-", escape(v.idea), " ".join(v.dtypes), ps, src)
-    for name, e in cat.broken.items():
-        t.add_row(f"[red]{name}[/]", "", f"[red]{escape(e.message)}[/]", "", "", "[red]broken[/]")
-    out().print(t)
+    out().print(report.variants_table(ladder, cat.broken, "gemmlab variants (ladder order)"
+                                      + (f", {dtype} only" if dtype else "")))
 
 
 class _Recorder:
@@ -738,40 +743,37 @@ def _print_code(text: str, lexer: str):
 @kernels_dir_option
 @output_options
 def show(name, tile, reg, raw_params, what, arch, dtype, kernels_dirs, as_json, as_csv):
-    """The rendered CUDA source, its PTX, its SASS or its resource usage."""
+    """The rendered CUDA source, its PTX, its SASS or its resource usage (--json: as a document)."""
+    fmt = output_format(as_json, as_csv)
+    if fmt == "csv" and what != "resources":
+        raise GemmlabError(f"--csv is for --what resources (a table); the {what} is text",
+                           hint=f"use --json for the {what} in a JSON document")
     cat = catalog(kernels_dirs)
     v = cat.get(name)
     params = v.resolve(v.for_dtype(dtype, overrides(tile, reg, raw_params)))
     rendered = render(v, params)
     if what == "source":
+        if fmt == "json":
+            click.echo(report.dump({"variant": v.name, "params": params, "what": what, "text": rendered.source}))
+            return
         _print_code(rendered.source, "cuda")
         return
     arch, note = default_arch(arch)
     _note(note)
     compiled = compile_rendered(rendered, arch)
-    if what == "ptx":
-        _print_code(compiled.ptx, "text")
-    elif what == "sass":
-        _print_code(sass(compiled), "text")
-    else:
-        r = compiled.resources
-        fmt = output_format(as_json, as_csv)
-        if fmt != "table":  # --json/--csv apply to the resources table, the one table show prints
-            row = dict(variant=v.name, params=params, arch=arch, threads=v.threads(params), **asdict(r),
-                       compile_ms=None if compiled.cached else compiled.compile_ms, cached=compiled.cached)
-            _print_rows(row, [row], fmt, None)
+    if what in ("ptx", "sass"):
+        text = compiled.ptx if what == "ptx" else sass(compiled)
+        if fmt == "json":
+            click.echo(report.dump({"variant": v.name, "params": params, "arch": compiled.arch, "what": what,
+                                    "text": text}))
             return
-        t = Table(title=f"{v.name} {report.params_text(params)} for {arch}", title_justify="left")
-        t.add_column("resource")
-        t.add_column("value", justify="right")
-        threads = v.threads(params)
-        for label, val in (("registers / thread", r.registers), ("threads / block", threads),
-                           ("static shared memory / block (B)", r.smem),
-                           ("stack frame (B)", r.stack), ("spill stores (B)", r.spill_stores),
-                           ("spill loads (B)", r.spill_loads), ("barriers", r.barriers),
-                           ("compile ms", "cached" if compiled.cached else f"{compiled.compile_ms:.0f}")):
-            t.add_row(label, str(val))
-        out().print(t)
+        _print_code(text, "text")
+    else:
+        # compiled.arch: the target it was built for (wgmma's sm_90a where sm_90 was asked for)
+        row = dict(variant=v.name, params=params, arch=compiled.arch, threads=v.threads(params),
+                   **asdict(compiled.resources), compile_ms=None if compiled.cached else compiled.compile_ms,
+                   cached=compiled.cached)
+        _print_rows(row, [row], fmt, lambda: report.resources_table(row))
 
 
 @cli.command()
@@ -833,33 +835,8 @@ def device(measure, as_json, as_csv):
         r = Problem(Shape(8192, 8192, 8192)).cublas()
         doc["measured_cublas_fp32_tflops"] = r.shape.flops / (r.timing.median_ms * 1e-3) / 1e12
     fmt = output_format(as_json, as_csv)
-    if fmt != "table":
-        _print_rows(doc, [doc], fmt, None)
-        return
-    t = Table(title=f"device {dev.index}: {dev.name}", title_justify="left")
-    t.add_column("fact")
-    t.add_column("value", justify="right")
-    t.add_column("how")
-    facts = [
-        ("compute capability", f"{dev.cc[0]}.{dev.cc[1]} ({dev.arch})", ""),
-        ("SMs", str(dev.sms), ""), ("SM clock", f"{dev.clock_khz / 1e3:.0f} MHz", "peak (boost)"),
-        ("memory", f"{dev.memory_bytes / 2**30:.1f} GiB", ""),
-        ("memory clock / bus", f"{dev.mem_clock_khz / 1e3:.0f} MHz / {dev.bus_width_bits} bit", ""),
-        ("L2 cache", f"{dev.l2_bytes / 2**20:.0f} MiB", ""),
-        ("shared memory / block", f"{dev.smem_per_block // 1024} KiB (opt-in {dev.smem_optin // 1024} KiB)", ""),
-        ("shared memory / SM", f"{dev.smem_per_sm // 1024} KiB", ""),
-        ("registers / SM", str(dev.regs_per_sm), ""),
-        ("threads / SM", str(dev.max_threads_per_sm), ""),
-        ("driver / runtime", f"{dev.driver} / {dev.runtime}", ""),
-    ] + dev.derivation()
-    if measure:
-        facts += [("measured copy bandwidth", f"{doc['measured_copy_tbs']:.2f} TB/s",
-                   "device-to-device copy of 1 GiB, bytes read + written, median"),
-                  ("measured cuBLAS FP32", f"{doc['measured_cublas_fp32_tflops']:.1f} TFLOP/s",
-                   "cupy.matmul 8192^3, median, L2 flushed")]
-    for f in facts:
-        t.add_row(*f)
-    out().print(t)
+    doc["command"] = "device"  # so that `gemmlab report` knows a saved one
+    _print_rows(doc, [doc], fmt, lambda: report.device_table(doc))
 
 
 @cli.command()
