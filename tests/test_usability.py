@@ -59,3 +59,91 @@ def test_ci_installs_as_the_readme_says_and_lets_no_cpu_test_skip():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "--upgrade" not in ci and "python3 -m venv" in ci
     assert "a reason other than a missing GPU" in ci
+
+
+# ---------------------------------------------------------------------------- tables read at 80, 120 and 200 columns
+
+def _doc(name):
+    return json.loads((ROOT / "benchmarks" / name).read_text())
+
+
+def _tables():
+    """(name, table) for every table gemmlab prints, filled from committed results where there are some."""
+    from gemmlab import catalog
+    compare = _doc("h100-compare-4096.json")
+    history = [{"id": i, "time": "2026-11-23T10:00:00.123456+00:00", "command": "compare", "variant": r["variant"],
+                "params": r["params"], "M": 4096, "N": 4096, "K": 4096, "status": r["status"], "ms": r["ms"],
+                "tflops": r["tflops"], "source_hash": "0123456789abcdef", "device": "NVIDIA H100 80GB HBM3",
+                "commit_id": "3b8026dea382-dirty"} for i, r in enumerate(compare["rows"], 1)]
+    build = [{"variant": r["variant"], "params": r["params"], "arch": "sm_90", "registers": 255, "smem": 98304,
+              "stack": 0, "spills": 8 * (i % 2), "compile_ms": 1234.5, "cached": i % 3 == 0, "result": "ok"}
+             for i, r in enumerate(compare["rows"][:-1])]
+    build.append({"variant": "typo", "params": {"TILE": 16}, "arch": "sm_90", "result": "FAIL", "error": "x"})
+    cat = catalog((ROOT / "examples" / "kernels",))
+    resources = dict(variant="wgmma", params={"DTYPE": "bf16", "BM": 128}, arch="sm_90a", threads=384,
+                     registers=168, smem=0, stack=0, spill_stores=0, spill_loads=0, barriers=1,
+                     compile_ms=812.0, cached=False)
+    yield "compare", report.results_table(compare["rows"], report.title_for(compare), speedups=True)
+    faults = _doc("h100-faults.json")
+    yield "faults", report.results_table(faults["rows"], report.title_for(faults), speedups=True)
+    bf16 = _doc("h100-tensor-bf16-4096.json")
+    yield "bf16", report.results_table(bf16["rows"], report.title_for(bf16), speedups=True)
+    yield "suite", report.suite_table(_doc("h100-suite.json"))
+    yield "scaling", report.scaling_table(_doc("h100-scaling.json"))
+    yield "occupancy", report.occupancy_table(_doc("h100-occupancy.json"))
+    yield "sanitize", report.findings_table(_doc("h100-sanitize-racecheck.json"))
+    yield "profile", report.profile_table(_doc("h100-profile-pipelined.json"))
+    yield "device", report.device_table(_doc("h100-device.json"))
+    yield "history", report.history_table(history, "last 20 runs")
+    yield "build", report.build_table(build, "sm_90")
+    yield "list", report.variants_table(cat.ladder(), cat.broken, "gemmlab variants (ladder order)")
+    yield "explain", report.explain_table(report.predictions(cat.ladder(), compare), "h100-compare-4096.json")
+    yield "resources", report.resources_table(resources)
+
+
+TABLES = list(_tables())
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+@pytest.mark.parametrize("name,table", TABLES, ids=[n for n, _ in TABLES])
+def test_every_table_reads_at_the_common_widths(name, table, width):
+    import io
+    from rich.console import Console
+    console = Console(width=width, file=io.StringIO(), record=True, highlight=False)
+    console.print(table)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "…" not in text and "..." not in text, f"a cell was cut at {width} columns:\n{text}"
+    shown, widths = table.layout(width)
+    headers = [table.columns[j] for j in shown]
+    assert any(c.priority == 0 for c in headers) and all(
+        c in headers for c in table.columns if c.priority == 0), "a column that is always shown was left out"
+    for row in table.cells:  # a number, a status or a name (every column that is not wrapped) reads whole
+        for j in shown:
+            for part in row[j].plain.split("\n") if not table.columns[j].wrap else ():
+                assert any(part in line for line in lines), f"{part!r} is not whole at {width}"
+    if len(shown) < len(table.columns):
+        assert "--wide shows every column" in " ".join(text.split())  # the caption says what is left out
+    if width == 200 and name in ("compare", "suite", "history"):
+        assert len(shown) >= len(table.columns) - 2  # at 200 almost everything fits
+
+
+def test_tables_fit_the_terminal_and_wide_shows_every_column():
+    from click.testing import CliRunner
+    from gemmlab.cli import cli
+    f = ROOT / "benchmarks" / "h100-compare-4096.json"
+    narrow = CliRunner().invoke(cli, ["report", str(f)], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0 and max(map(len, narrow.output.splitlines())) <= 80
+    assert "275.882" in narrow.output and "…" not in narrow.output
+    wide = CliRunner().invoke(cli, ["report", "--wide", str(f)], env={"COLUMNS": "80"})
+    assert wide.exit_code == 0 and max(map(len, wide.output.splitlines())) > 200
+    for header in ("compile ms", "blocks / SM", "spills", "rel err", "x first"):
+        assert header in wide.output
+
+
+def test_list_header_shows_its_brackets():
+    from click.testing import CliRunner
+    from gemmlab.cli import cli
+    r = CliRunner().invoke(cli, ["list"])
+    assert "parameters (default [choices])" in r.output and "TILE=32 [8, 16, 32]" in r.output
