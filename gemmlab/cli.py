@@ -67,17 +67,35 @@ def err() -> Console:
 
 
 class Cli(click.Group):
-    """Turns GemmlabError (and the few library errors a user can provoke) into one clear message."""
+    """Turns GemmlabError (and the few library errors a user can provoke) into one clear message; and
+    click's usage errors (usage, "Try --help" and the error: three lines) into one line, exit status 2."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            _usage_error(e)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except GemmlabError as e:
             _fail(ctx, e.message, e.hint)
+        except click.UsageError as e:
+            _usage_error(e)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except MemoryError:
             _fail(ctx, "out of host memory")
+        except BrokenPipeError:  # `gemmlab list | head`: the reader has all it wants
+            sys.stderr = open(os.devnull, "w")
+            ctx.exit(0)
+        except OSError as e:  # a place that cannot be written or read: the user's to fix, not a bug
+            if os.environ.get("GEMMLAB_DEBUG"):
+                raise
+            where = f" {e.filename}" if e.filename else ""
+            _fail(ctx, f"cannot use{where}: {e.strerror or e}",
+                  "choose a place you can write to (GEMMLAB_DEBUG=1 shows where this came from)")
         except Exception as e:
             if type(e).__name__ == "OutOfMemoryError":  # cupy's, raised where we did not predict it
                 _fail(ctx, f"out of GPU memory: {e}", "choose a smaller shape")
@@ -85,6 +103,15 @@ class Cli(click.Group):
                 raise
             _fail(ctx, f"internal error ({type(e).__name__}): {e}",
                   "this is a gemmlab bug; rerun with GEMMLAB_DEBUG=1 for the traceback")
+
+
+def _usage_error(e: click.UsageError):
+    if isinstance(e, click.exceptions.NoArgsIsHelpError):  # `gemmlab` alone: the help, as click prints it
+        raise e
+    command = e.ctx.command_path if e.ctx else "gemmlab"
+    err().print(f"[bold red]error:[/] {escape(e.format_message())} [dim](see {escape(command)} --help)[/]",
+                soft_wrap=True)
+    raise click.exceptions.Exit(2)
 
 
 def _fail(ctx, message: str, hint: str | None = None):
@@ -163,24 +190,41 @@ def output_options(f):
     return f
 
 
-def output_format(as_json: bool, as_csv: bool) -> str:
-    if as_json and as_csv:
-        raise GemmlabError("choose one of --json and --csv")
-    return "json" if as_json else "csv" if as_csv else "table"
+def output_format(as_json: bool, as_csv: bool, markdown: bool = False) -> str:
+    """The one output format asked for; two at once is an error, not a silent choice."""
+    asked = [name for name, on in (("--json", as_json), ("--csv", as_csv), ("--markdown", markdown)) if on]
+    if len(asked) > 1:
+        raise GemmlabError(f"{' and '.join(asked)} do not go together: choose one output format")
+    return asked[0][2:] if asked else "table"
 
 
 def overrides(tile, reg, raw_params) -> dict:
+    """The parameters set on the command line. The same one set twice to different values (-p TILE=16
+    -p TILE=32, or --tile 16 -p TILE=32) is an error: there is no right one to pick."""
     out_ = {}
     for item in raw_params:
         if "=" not in item:
             raise GemmlabError(f"-p takes NAME=VALUE, not '{item}'")
-        k, v = item.split("=", 1)
-        out_[k.strip()] = v.strip()
-    if tile is not None:
-        out_["TILE"] = tile
-    if reg is not None:
-        out_["REG"] = reg
+        k, v = (s.strip() for s in item.split("=", 1))
+        if k in out_ and out_[k] != v:
+            raise GemmlabError(f"-p {k}={out_[k]} and -p {k}={v} disagree: set {k} once")
+        out_[k] = v
+    for flag, k, value in (("--tile", "TILE", tile), ("--reg", "REG", reg)):
+        if value is None:
+            continue
+        if k in out_ and out_[k] != str(value):
+            raise GemmlabError(f"{flag} {value} and -p {k}={out_[k]} disagree: set {k} once")
+        out_[k] = value
     return out_
+
+
+def names_list(text: str, option: str) -> list[str]:
+    """`a,b,c` as a list; an empty list or an empty name (`a,,b`) is an error rather than skipped."""
+    names = [x.strip() for x in text.split(",")]
+    if not any(names) or not all(names):
+        raise GemmlabError(f"{option} takes names separated by commas, not {text!r}",
+                           hint=f"for example {option} tiled,regblock")
+    return names
 
 
 def make_shape(size, m, n, k):
@@ -508,7 +552,7 @@ def _on_gpu(request: tuple, what: str):
 
 def _variants(csv_names: str, kernels_dirs) -> tuple[bool, list]:
     """(whether auto is asked for, the named variants): unknown names fail here, before any GPU work."""
-    names = [x.strip() for x in csv_names.split(",") if x.strip()]
+    names = names_list(csv_names, "--variants")
     cat = catalog(kernels_dirs)
     return "auto" in names, [cat.get(n) for n in names if n != "auto"]
 
@@ -563,8 +607,8 @@ def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path,
     fmt = output_format(as_json, as_csv)
     out_path, plot_path = _new_file(out_path, "--out"), _new_file(plot_path, "--plot")
     shapes = [(Shape(*s), t) for s, t in lab.SHAPES]
-    if only:
-        wanted = {x.strip() for x in only.split(",") if x.strip()}
+    if only is not None:
+        wanted = set(names_list(only, "--only"))
         shapes = [(s, t) for s, t in shapes if str(s) in wanted]
         if len(shapes) != len(wanted):
             raise GemmlabError("--only names shapes that are not in the suite; it has: "
@@ -611,7 +655,7 @@ def scaling(ctx, variants, sizes, backends, reps, timeout, plot_path, as_json, a
     from .jobs import Options
     fmt = output_format(as_json, as_csv)
     try:
-        ns = sorted({int(x) for x in sizes.split(",") if x.strip()})
+        ns = sorted({int(x) for x in names_list(sizes, "--sizes")})
     except ValueError:
         raise GemmlabError(f"--sizes takes integers separated by commas, not '{sizes}'") from None
     if not ns or ns[0] < 1:
@@ -692,8 +736,8 @@ def compare(ctx, variants, kernels_dirs, **common):
     """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung."""
     shape, opts, fmt, out_path = _common(ctx, common)
     cat = catalog(kernels_dirs)
-    if variants:
-        chosen = [cat.get(x.strip()) for x in variants.split(",") if x.strip()]
+    if variants is not None:
+        chosen = [cat.get(x) for x in names_list(variants, "--variants")]
         opts.dtype = common["dtype"] or (chosen[0].dtypes[0] if chosen else "fp32")  # wgmma,wgmma_ws: bf16
     else:  # the ladder of this input type
         chosen = [v for v in cat.ladder() if opts.dtype in v.dtypes]
@@ -711,12 +755,20 @@ def compare(ctx, variants, kernels_dirs, **common):
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many runs.")
 @click.option("--where", is_flag=True, help="Print where the history is kept, and nothing else.")
 @output_options
-def history_cmd(name, limit, where, as_json, as_csv):
+@click.pass_context
+def history_cmd(ctx, name, limit, where, as_json, as_csv):
     """Past runs, newest last: what ran, on what, and how fast."""
-    if where:
-        click.echo(str(history.path()))
-        return
     fmt = output_format(as_json, as_csv)
+    if where:
+        given = [o for o, p in (("--variant", "name"), ("--limit", "limit"))
+                 if ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise GemmlabError(f"--where prints where the history is kept; it takes no {' or '.join(given)}")
+        if fmt == "table":
+            click.echo(str(history.path()))
+        else:
+            _print_rows({"history": str(history.path())}, [{"history": str(history.path())}], fmt, None)
+        return
     rows = history.runs(name, limit)
     if fmt == "table" and not rows:
         err().print(f"[dim]no runs recorded yet in {escape(str(history.path()))}[/]")
@@ -777,7 +829,8 @@ def show(name, tile, reg, raw_params, what, arch, dtype, kernels_dirs, as_json, 
 
 
 @cli.command()
-@click.option("--variant", "-v", "names", multiple=True, help="Variants to build (default: all).")
+@click.option("--variant", "-v", "names", multiple=True,
+              help="Variants to build, separated by commas or repeated (default: all).")
 @click.option("--arch", help="Architecture (default: the GPU's, else sm_90).")
 @click.option("--all-configs", is_flag=True, help="Every valid combination of parameter choices.")
 @click.option("--no-cache", is_flag=True, help="Compile even when a cached cubin exists.")
@@ -877,10 +930,19 @@ def new(name, source, dest_dir, kernels_dirs):
               f"           or:  gemmlab compare --variants {v.name},{name}{flag}")
 
 
+def _is_device(doc: dict) -> bool:  # `gemmlab device --json` (older files have no "command")
+    return doc.get("command") == "device" or {"sms", "cc", "clock_khz"} <= set(doc)
+
+
+def _is_profile(doc: dict) -> bool:  # `gemmlab profile --json`
+    return isinstance(doc.get("metrics"), list) and isinstance(doc.get("stalls"), list)
+
+
 def _load_results(path: str, what: str = "a `--json` output") -> dict:
     try:
         doc = json.loads(Path(path).read_text())
-        if not isinstance(doc, dict) or not isinstance(doc.get("rows", doc.get("findings")), list):
+        if not isinstance(doc, dict) or not (isinstance(doc.get("rows", doc.get("findings")), list)
+                                             or _is_device(doc) or _is_profile(doc)):
             raise TypeError
     except (ValueError, KeyError, TypeError, OSError):
         raise GemmlabError(f"{path} is not a gemmlab results file ({what})") from None
@@ -893,20 +955,31 @@ def _load_results(path: str, what: str = "a `--json` output") -> dict:
 @click.option("--versus", metavar="VARIANT", help="One markdown table of VARIANT against cuBLAS over all the files.")
 @output_options
 def report_cmd(files, markdown, versus, as_json, as_csv):
-    """Show saved `--json` results again: as tables, markdown, or all their rows as JSON or CSV."""
-    fmt = output_format(as_json, as_csv)
+    """Show saved `--json` results again (of any command that writes them): as tables, markdown, or all
+    their rows as JSON or CSV."""
+    fmt = output_format(as_json, as_csv, markdown)
     docs = [_load_results(f) for f in files]
     if versus:
-        if any("shape" not in d for d in docs):
+        if fmt in ("json", "csv"):
+            raise GemmlabError(f"--versus prints a markdown table; it does not go with --{fmt}")
+        if any("shape" not in d or "rows" not in d for d in docs):
             raise GemmlabError("--versus needs `compare --json` files")
+        if not any(r["variant"] == versus for d in docs for r in d["rows"]):
+            have = sorted({r["variant"] for d in docs for r in d["rows"]} - {"cuBLAS"})
+            raise GemmlabError(f"no file has a row of {versus}", hint="they have: " + ", ".join(have))
         click.echo(report.versus_markdown(docs, versus))
         return
-    if fmt != "table":
-        rows = [dict(r, file=f) for f, d in zip(files, docs) for r in d.get("rows", d.get("findings"))]
+    if fmt in ("json", "csv"):
+        rows = [dict(r, file=f) for f, d in zip(files, docs)
+                for r in (d.get("rows", d.get("findings")) or ([d] if _is_device(d) else d.get("metrics", [])))]
         _print_rows(docs[0] if len(docs) == 1 else docs, rows, fmt, None)
         return
     for doc in docs:
-        if "findings" in doc:  # a `run --sanitize --json` document
+        if _is_device(doc) or _is_profile(doc):
+            if markdown:
+                raise GemmlabError("--markdown is for results tables; a device or profile file has none")
+            out().print(report.device_table(doc) if _is_device(doc) else report.profile_table(doc))
+        elif "findings" in doc:  # a `run --sanitize --json` document
             click.echo(report.findings_markdown(doc)) if markdown else out().print(report.findings_table(doc))
         elif doc.get("command") in report.VIEWS:  # suite, scaling, occupancy: their own columns
             table, md = report.VIEWS[doc["command"]]
@@ -927,7 +1000,7 @@ def report_cmd(files, markdown, versus, as_json, as_csv):
 @output_options
 def explain(results, markdown, kernels_dirs, as_json, as_csv):
     """Walk the ladder: each rung's idea, its prediction, and (with --results) what was measured."""
-    fmt = output_format(as_json, as_csv)
+    fmt = output_format(as_json, as_csv, markdown)
     doc = _load_results(results, "a `compare --json` output") if results else None
     rows = report.predictions(catalog(kernels_dirs).ladder(), doc)
     if markdown:

@@ -121,6 +121,37 @@ class DeviceInfo:
         return d
 
 
+def _driver_version() -> int | None:
+    """The CUDA version the NVIDIA driver supports (12040 for 12.4), or None when there is no driver."""
+    import ctypes
+    import sys
+    try:
+        lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError:
+        return None
+    version = ctypes.c_int(0)
+    try:
+        lib.cuDriverGetVersion(ctypes.byref(version))
+    except AttributeError:
+        return 0
+    return version.value
+
+
+def _why_no_cuda(e: Exception) -> str:
+    """cupy's error in words a user can act on: no driver, a driver too old, or no GPU."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if "cudaErrorNoDevice" in text:
+        return "the NVIDIA driver sees no GPU (cudaErrorNoDevice)"
+    if "InsufficientDriver" in text or "cudaErrorNoDriver" in text or "libcuda" in text:
+        driver = _driver_version()
+        if driver is None:
+            return "no NVIDIA driver found (libcuda.so.1 cannot be loaded)"
+        if "InsufficientDriver" in text and driver:
+            return (f"the NVIDIA driver supports CUDA up to {driver // 1000}.{driver % 1000 // 10}, older than "
+                    "the CUDA runtime gemmlab's cupy needs; update the driver")
+    return text
+
+
 def cuda():
     """Import cupy, or explain why there is no GPU to use."""
     import os
@@ -130,7 +161,7 @@ def cuda():
         import cupy
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:
-        raise GemmlabError(f"no CUDA GPU is available: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+        raise GemmlabError(f"no CUDA GPU is available: {_why_no_cuda(e)}",
                            hint="this command runs kernels; `gemmlab build`, `show` and `list` work "
                                 "without a GPU (give --arch sm_90)") from None
     if count == 0:
