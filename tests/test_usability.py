@@ -147,3 +147,94 @@ def test_list_header_shows_its_brackets():
     from gemmlab.cli import cli
     r = CliRunner().invoke(cli, ["list"])
     assert "parameters (default [choices])" in r.output and "TILE=32 [8, 16, 32]" in r.output
+
+
+# ---------------------------------------------------------------------------- errors: one line each
+
+def invoke(*args, env=None):
+    from click.testing import CliRunner
+    from gemmlab.cli import cli
+    r = CliRunner().invoke(cli, [str(a) for a in args], env=env, catch_exceptions=True)
+    assert "Traceback" not in r.output and "internal error" not in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return r
+
+
+COMPARE = ROOT / "benchmarks" / "h100-compare-4096.json"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["show", "--variant", "tiled", "--tile", "16", "-p", "TILE=32"], "--tile 16 and -p TILE=32 disagree"),
+    (["show", "--variant", "tiled", "-p", "TILE=16", "-p", "TILE=32"], "-p TILE=16 and -p TILE=32 disagree"),
+    (["explain", "--markdown", "--json"], "do not go together"),
+    (["report", "--markdown", "--csv", COMPARE], "do not go together"),
+    (["report", "--versus", "tiled", "--json", COMPARE], "does not go with --json"),
+    (["compare", "--variants", ""], "--variants takes names separated by commas"),
+    (["compare", "--variants", "tiled,,naive"], "--variants takes names separated by commas"),
+    (["suite", "--variants", "auto,"], "--variants takes names separated by commas"),
+    (["scaling", "--sizes", "256,,512"], "--sizes takes names separated by commas"),
+    (["history", "--where", "--variant", "tiled"], "takes no --variant"),
+    (["show", "--variant", "tiled", "--csv"], "--csv is for --what resources"),
+    (["report", "--versus", "nosuch", COMPARE], "no file has a row of nosuch"),
+])
+def test_conflicting_options_are_refused_in_one_message(args, message):
+    r = invoke(*args)
+    assert r.exit_code == 1 and message in r.output, r.output
+    assert r.output.count("error:") == 1 and len(r.output.strip().splitlines()) <= 2  # the message and a hint
+
+
+def test_the_same_value_twice_is_no_conflict_and_json_is_honoured():
+    r = invoke("show", "--variant", "tiled", "--tile", "16", "-p", "TILE=16")
+    assert r.exit_code == 0 and "As[16][16]" in r.output
+    doc = json.loads(invoke("show", "--variant", "tiled", "--json").output)
+    assert doc["variant"] == "tiled" and "__global__" in doc["text"]
+    ptx = json.loads(invoke("show", "--variant", "tiled", "--what", "ptx", "--arch", "sm_90", "--json").output)
+    assert ptx["arch"] == "sm_90" and ".entry gemm" in ptx["text"]
+    where = json.loads(invoke("history", "--where", "--json").output)
+    assert where["history"].endswith("history.sqlite")
+
+
+@pytest.mark.parametrize("args", [["run", "--variant", "tiled", "--size", "0"], ["bogus"], ["list", "--nosuch"],
+                                  ["run"], ["--nosuch"]])
+def test_usage_errors_are_one_line_and_the_readme_says_so(args):
+    r = invoke(*args)
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "--help" in lines[0], r.output
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "gives one message and exit status 2" in readme
+
+
+def test_show_resources_names_the_target_it_built():
+    r = invoke("show", "--variant", "wgmma", "--what", "resources", "--arch", "sm_90", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["arch"] == "sm_90a"
+    table = invoke("show", "--variant", "wgmma", "--what", "resources", "--arch", "sm_90")
+    assert "for sm_90a" in table.output
+
+
+def test_list_json_includes_the_broken_templates(user_dir):
+    from conftest import GOOD_BODY, write_template
+    write_template(user_dir, "nohead", GOOD_BODY).write_text("no header at all")
+    data = json.loads(invoke("list", "--json", "--kernels-dir", user_dir).output)
+    broken = [d for d in data if d["broken"]]
+    assert [d["name"] for d in broken] == ["nohead"] and broken[0]["error"]
+    assert "nohead" in invoke("list", "--csv", "--kernels-dir", user_dir).output
+
+
+@pytest.mark.parametrize("name,needle", [("h100-device.json", "NVIDIA H100 80GB HBM3"),
+                                         ("h100-profile-pipelined.json", "not_selected")])
+def test_report_shows_the_device_and_profile_files_gemmlab_wrote(name, needle):
+    f = ROOT / "benchmarks" / name
+    r = invoke("report", f)
+    assert r.exit_code == 0 and needle in r.output
+    rows = json.loads(invoke("report", "--json", f).output)
+    assert rows
+
+
+def test_no_driver_is_said_in_words(monkeypatch):
+    from gemmlab import device
+    monkeypatch.setattr(device, "_driver_version", lambda: None)
+    e = Exception("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version")
+    assert device._why_no_cuda(e) == "no NVIDIA driver found (libcuda.so.1 cannot be loaded)"
+    monkeypatch.setattr(device, "_driver_version", lambda: 12040)
+    assert "supports CUDA up to 12.4" in device._why_no_cuda(e)
+    assert "sees no GPU" in device._why_no_cuda(Exception("cudaErrorNoDevice: no CUDA-capable device"))
