@@ -10,6 +10,7 @@ import math
 import os
 from dataclasses import asdict
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from .errors import GemmlabError
 from .jobs import DEFAULT_TIMEOUT_S
 from .render import render
 from .sanitize import TOOLS as SANITIZERS
-from .templates import DTYPES, NAME_RE, SUFFIX, default_user_dir, load_variant, show_value
+from .templates import DTYPES, NAME_RE, SUFFIX, default_user_dir, load_variant, show_value, user_dirs
 
 
 class _Seconds(click.FloatRange):
@@ -242,6 +243,14 @@ def _new_file(path, option: str) -> Path | None:
                            hint=f"choose a new file name for {option}")
     if not path.parent.is_dir():
         raise GemmlabError(f"{option} {path}: no such directory {path.parent}")
+    try:  # now, not after a long run: can a file be made there?
+        import tempfile
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise GemmlabError(f"{option} {path}: cannot write in {path.parent} ({e.strerror})",
+                           hint=f"choose a file for {option} in a directory you can write to") from None
     return path
 
 
@@ -919,15 +928,22 @@ def new(name, source, dest_dir, kernels_dirs):
         text = re.sub(r'^parent\s*=.*$', f'parent = "{parent}"' if parent else "", text, count=1, flags=re.M)
     elif parent:
         text = re.sub(r'^(name\s*=.*)$', rf'\1\nparent = "{parent}"', text, count=1, flags=re.M)
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(target, "x") as f:  # "x": fail rather than replace a file that appeared meanwhile
-        f.write(text)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(target, "x") as f:  # "x": fail rather than replace a file that appeared meanwhile
+            f.write(text)
+    except FileExistsError:
+        raise GemmlabError(f"{target} already exists; gemmlab never overwrites a template") from None
+    except OSError as e:
+        raise GemmlabError(f"cannot write {target}: {e.strerror}",
+                           hint="choose a directory you can write to with --dir (or set $GEMMLAB_KERNELS)") from None
     load_variant(target, builtin=False)
     shadow = " (it shadows the built-in one)" if name in cat.variants and cat.variants[name].builtin else ""
     out().print(f"wrote [cyan]{escape(str(target))}[/]{shadow}")
-    flag = "" if directory == default_user_dir() or str(directory) in env_dirs else f" --kernels-dir {directory}"
-    out().print(f"edit it, then:  gemmlab run --variant {name}{flag}\n"
-              f"           or:  gemmlab compare --variants {v.name},{name}{flag}")
+    found = directory.resolve() in {d.resolve() for d in user_dirs()}  # found without a flag
+    flag = "" if found else f" --kernels-dir {shlex.quote(str(directory))}"
+    out().print(escape(f"edit it, then:  gemmlab run --variant {name}{flag}\n"
+                       f"           or:  gemmlab compare --variants {v.name},{name}{flag}"))
 
 
 def _is_device(doc: dict) -> bool:  # `gemmlab device --json` (older files have no "command")

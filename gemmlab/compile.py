@@ -166,6 +166,21 @@ def _map_log(log: str, rendered: Rendered) -> str:
     return "\n".join(out).strip()
 
 
+def show_command(variant, params: dict) -> str:
+    """The `gemmlab show` command line that prints this variant's rendered source: with the parameters
+    that differ from its defaults, and the --kernels-dir a user template needs to be found."""
+    import shlex
+    from .templates import show_value, user_dirs
+    args = ["gemmlab", "show", "--variant", variant.name]
+    defaults = variant.defaults()
+    args += [a for k, v in params.items() if defaults.get(k) != v for a in ("-p", f"{k}={show_value(v)}")]
+    if not variant.builtin:
+        here = variant.path.parent
+        if not any(here.resolve() == d.resolve() for d in user_dirs()):  # $GEMMLAB_KERNELS, ~/.local/share/...
+            args += ["--kernels-dir", str(here)]
+    return " ".join(shlex.quote(a) for a in args + ["--what", "source"])
+
+
 def pretty_path(path: str) -> str:
     """Relative to the working directory when the file is under it, else absolute."""
     try:
@@ -197,8 +212,7 @@ def _nvrtc_compile(rendered: Rendered, arch: str, options: list[str], version: s
             raise GemmlabError(
                 f"variant '{rendered.variant.name}' does not compile for {arch} (NVRTC {version}):\n"
                 + _map_log(log, rendered),
-                hint=hint or f"see the rendered source: gemmlab show --variant {rendered.variant.name} "
-                             "--what source") from None
+                hint=hint or f"see the rendered source: {show_command(rendered.variant, rendered.params)}") from None
         log = nvrtc.getProgramLog(prog).rstrip("\0")
         ptx = nvrtc.getPTX(prog)
         ptx = (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\0")
