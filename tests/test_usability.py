@@ -238,3 +238,62 @@ def test_no_driver_is_said_in_words(monkeypatch):
     monkeypatch.setattr(device, "_driver_version", lambda: 12040)
     assert "supports CUDA up to 12.4" in device._why_no_cuda(e)
     assert "sees no GPU" in device._why_no_cuda(Exception("cudaErrorNoDevice: no CUDA-capable device"))
+
+
+# ---------------------------------------------------------------------------- places that cannot be written
+
+def _unwritable(tmp_path):
+    """A directory this process cannot write in: read-only for a user; /proc for root, whom modes do not stop."""
+    import os
+    if os.geteuid() == 0:
+        return "/proc"
+    d = tmp_path / "read-only"
+    d.mkdir()
+    d.chmod(0o555)
+    return str(d)
+
+
+def test_new_into_a_place_that_cannot_be_written_says_so(tmp_path):
+    r = invoke("new", "mytiled", "--from", "tiled", "--dir", _unwritable(tmp_path))
+    assert r.exit_code == 1 and "cannot write" in r.output and "--dir" in r.output
+    r = invoke("new", "mytiled", "--from", "tiled", "--dir", "/proc/no/such")
+    assert r.exit_code == 1 and "cannot write" in r.output
+    r = invoke("new", "mytiled", "--from", "tiled", env={"XDG_DATA_HOME": "/proc/gemmlab-data"})
+    assert r.exit_code == 1 and "cannot write" in r.output
+
+
+@pytest.mark.parametrize("args", [["run", "--variant", "tiled"], ["compare", "--variants", "tiled"],
+                                  ["sweep", "--variant", "tiled", "--param", "TILE=8,16"], ["suite"]])
+def test_out_is_checked_before_anything_runs(tmp_path, args):
+    r = invoke(*args, "--out", f"{_unwritable(tmp_path)}/results.json")
+    assert r.exit_code == 1 and "--out" in r.output and "cannot write" in r.output and "GPU" not in r.output
+
+
+# ---------------------------------------------------------------------------- every hint is a command that works
+
+def test_the_compile_error_hint_is_a_command_that_works(tmp_path):
+    import shlex
+    from conftest import GOOD_BODY, write_template
+    mine = tmp_path / "my kernels"
+    mine.mkdir()
+    write_template(mine, "typo", GOOD_BODY.replace("acc += A[", "acc += AA["))
+    r = invoke("show", "--variant", "typo", "-p", "TILE=8", "--what", "resources", "--arch", "sm_90",
+               "--kernels-dir", mine)
+    assert r.exit_code == 1
+    hint = next(line for line in r.output.splitlines() if "see the rendered source:" in line)
+    command = shlex.split(hint.split("see the rendered source:", 1)[1])
+    assert command[:2] == ["gemmlab", "show"] and "--kernels-dir" in command and "TILE=8" in command
+    again = invoke(*command[1:])
+    assert again.exit_code == 0 and "gemmlab variant typo" in again.output and "TILE=8" in again.output
+
+
+def test_new_prints_commands_that_find_the_template(tmp_path):
+    mine = tmp_path / "my kernels"
+    r = invoke("new", "mytiled", "--from", "tiled", "--dir", mine)
+    assert r.exit_code == 0, r.output
+    import shlex
+    line = next(line for line in r.output.splitlines() if "gemmlab compare" in line)
+    command = shlex.split(line.split(":", 1)[1])
+    assert command[:2] == ["gemmlab", "compare"] and str(mine) in command
+    shown = invoke("show", *command[command.index("--kernels-dir"):], "--variant", "mytiled")
+    assert shown.exit_code == 0 and "gemmlab variant mytiled" in shown.output
