@@ -468,9 +468,22 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, kernels_di
         return _emit(doc, rows, fmt, speedups=False, planned=1)
 
     if watch:
-        _watch(catalog(kernels_dirs).get(name).path, once)
+        path = catalog(kernels_dirs).get(name).path
+        _gpu_or_fail()  # else the no-GPU error is printed and the watch waits for edits that cannot fix it
+        _watch(path, once)
     else:
         ctx.exit(once())
+
+
+def _gpu_or_fail() -> None:
+    """Start a worker once to learn that there is a GPU to run on (a GemmlabError if not)."""
+    from .runner import Shape
+    from .worker import GPU_JOBS, SETUP_TIMEOUT_S, Isolated
+    with _spinner() as progress:
+        task = progress.add_task("look for a GPU")
+        with Isolated(GPU_JOBS, (Shape(1, 1, 1), 0, False), SETUP_TIMEOUT_S,
+                      lambda text: progress.update(task, description=escape(text))) as w:
+            w.start()
 
 
 def _auto_jobs(kernels_dirs, shape):
