@@ -297,3 +297,17 @@ def test_new_prints_commands_that_find_the_template(tmp_path):
     assert command[:2] == ["gemmlab", "compare"] and str(mine) in command
     shown = invoke("show", *command[command.index("--kernels-dir"):], "--variant", "mytiled")
     assert shown.exit_code == 0 and "gemmlab variant mytiled" in shown.output
+
+
+# ---------------------------------------------------------------------------- run --watch without a GPU
+
+def test_watch_without_a_gpu_stops_with_the_error():
+    from conftest import gpu_available
+    if gpu_available():
+        pytest.skip("checks the machine without a GPU")
+    try:
+        p = subprocess.run([sys.executable, "-m", "gemmlab", "run", "--variant", "tiled", "--watch"],
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        pytest.fail("run --watch without a GPU waited instead of stopping")
+    assert p.returncode == 1 and "no CUDA GPU" in p.stderr and "watching" not in p.stderr
