@@ -3,12 +3,14 @@
     python examples/api_tour.py [--variant tiled] [-p TILE=16] [--size 2048]
     python examples/api_tour.py --variant wgmma_ws -p DTYPE=fp16      # a tensor-core rung
 
-Render and compile need no GPU; run needs one.
+Render and compile need no GPU (without one it compiles for sm_90 and stops there); run needs one.
 """
 
 import argparse
+import sys
 
 import gemmlab
+from gemmlab.api import default_arch
 from gemmlab.runner import Problem, Shape
 
 ap = argparse.ArgumentParser()
@@ -27,15 +29,19 @@ print(f"{variant.name}: {variant.idea}\n  params {params}, launch block {variant
 rendered = gemmlab.render(variant, params)
 print(f"  rendered {len(rendered.source.splitlines())} lines of CUDA")
 
-# 3. Compile with NVRTC to a cubin for the GPU's architecture (cached on disk).
-device = gemmlab.get_device()
-compiled = gemmlab.compile_rendered(rendered, device.arch)
+# 3. Compile with NVRTC to a cubin (cached on disk) for the GPU's architecture, or sm_90 without a GPU.
+arch, no_gpu = default_arch()
+compiled = gemmlab.compile_rendered(rendered, arch)
 r = compiled.resources
-print(f"  {device.arch}: {r.registers} registers, {r.smem} B shared, {r.spills} B spilled, "
+print(f"  {compiled.arch}: {r.registers} registers, {r.smem} B shared, {r.spills} B spilled, "
       + ("from the cache" if compiled.cached else f"compiled in {compiled.compile_ms:.0f} ms"))
+if no_gpu:
+    print(f"  no GPU here, so it was compiled for {arch}; running it needs an NVIDIA GPU: the tour stops here")
+    sys.exit(0)
 
 # 4. Run on fresh random inputs of the variant's input type (DTYPE, or fp32), check them against
 #    cupy.matmul, and time it (only if it is right).
+device = gemmlab.get_device()
 dtype = variant.dtype(params)
 problem = Problem(Shape(args.size, args.size, args.size), dtype=dtype)
 result = problem.run(variant, params, compiled)

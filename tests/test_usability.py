@@ -311,3 +311,18 @@ def test_watch_without_a_gpu_stops_with_the_error():
     except subprocess.TimeoutExpired:
         pytest.fail("run --watch without a GPU waited instead of stopping")
     assert p.returncode == 1 and "no CUDA GPU" in p.stderr and "watching" not in p.stderr
+
+
+# ---------------------------------------------------------------------------- the API tour
+
+def test_the_api_tour_renders_and_compiles_without_a_gpu(tmp_path):
+    from conftest import gpu_available
+    size = ["--size", "256"]
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "api_tour.py"), *size], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "rendered" in p.stdout and "registers" in p.stdout
+    if not gpu_available():
+        assert "running it needs an NVIDIA GPU" in p.stdout
+    else:
+        assert "check: PASS" in p.stdout
