@@ -47,7 +47,7 @@ problem = Problem(Shape(args.size, args.size, args.size), dtype=dtype)
 result = problem.run(variant, params, compiled)
 cublas = problem.cublas()
 c = result.check
-print(f"  check: {result.status} (relative error {c.rel_err:.1e} against {c.reference}, tolerance {c.tol:.0e})")
+print(f"  check: {result.status} ({c.summary()}; relative error {c.rel_err:.1e} against {c.reference})")
 if result.valid_time:
     tflops = problem.shape.flops / (result.valid_time * 1e-3) / 1e12
     print(f"  {result.valid_time:.3f} ms median of {result.timing.reps}: {tflops:.2f} TFLOP/s, "
