@@ -1,22 +1,62 @@
 """Shared fixtures. Every test gets a private compile cache and no user template directories, so
-results never depend on the machine's ~/.cache or ~/.local/share."""
+results never depend on the machine's ~/.cache or ~/.local/share.
+
+The isolation starts when this file is imported, before any test module is collected: test_compile,
+test_render, test_emulated and others build their parameter lists from the catalog at collection time,
+and a template of the user's (`gemmlab new mytiled --from tiled`) must not become a test case there.
+
+GPU tests are skipped without a GPU. With GEMMLAB_REQUIRE_GPU=1 (the device runs set it) a missing GPU
+or a cupy that cannot start ends the run as a failure, with the error that stopped it."""
 
 import functools
+import os
+import shutil
+import tempfile
+import traceback
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Everything gemmlab reads or writes outside the repository, by the variables that move it
+# (templates.data_dir, compile's cache, history.path, tuning.path, templates.user_dirs; the compile
+# cache's default under XDG_CACHE_HOME is not used once GEMMLAB_CACHE_DIR is set).
+_SCRATCH = Path(tempfile.mkdtemp(prefix="gemmlab-tests-"))
+os.environ["XDG_DATA_HOME"] = str(_SCRATCH / "xdg-data")
+os.environ["GEMMLAB_CACHE_DIR"] = str(_SCRATCH / "cubin-cache")
+for _var in ("GEMMLAB_KERNELS", "GEMMLAB_HISTORY", "GEMMLAB_TUNING", "GEMMLAB_GPU_JOBS"):
+    os.environ.pop(_var, None)
+
+REQUIRE_GPU = os.environ.get("GEMMLAB_REQUIRE_GPU", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_SCRATCH, ignore_errors=True)
+
 
 @functools.lru_cache(maxsize=None)
-def gpu_available() -> bool:
+def gpu_probe() -> str | None:
+    """None when a CUDA GPU can be used, else why not: gemmlab's own "no CUDA GPU" message, with the
+    exception behind it. Anything else (a bug in gemmlab.device, say) is raised, not taken for a
+    machine without a GPU: skipping every GPU test would hide it."""
+    from gemmlab.device import cuda
+    from gemmlab.errors import GemmlabError
     try:
-        from gemmlab.device import cuda
         cuda()
-        return True
-    except Exception:
-        return False
+    except GemmlabError as e:
+        cause = e.__cause__ or e.__context__  # cuda() raises `from None`: the cupy error is still here
+        return e.message + ("\n" + "".join(traceback.format_exception(cause)) if cause else "")
+    return None
+
+
+def gpu_available() -> bool:
+    return gpu_probe() is None
+
+
+def pytest_sessionstart(session):
+    if REQUIRE_GPU and (why := gpu_probe()) is not None:
+        pytest.exit(f"GEMMLAB_REQUIRE_GPU is set, but there is no GPU to test on: {why}", returncode=1)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -29,16 +69,28 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def session_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cubin-cache")
+def session_cache():
+    """The compile cache every test shares (set above, at import): a configuration compiles once a run."""
+    return Path(os.environ["GEMMLAB_CACHE_DIR"])
 
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path, session_cache):
+    """Each test: its own data directory (templates of `gemmlab new`, history, tuning cache)."""
     monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(session_cache))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    monkeypatch.delenv("GEMMLAB_KERNELS", raising=False)
+    for var in ("GEMMLAB_KERNELS", "GEMMLAB_HISTORY", "GEMMLAB_TUNING", "GEMMLAB_GPU_JOBS"):
+        monkeypatch.delenv(var, raising=False)
     yield
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """The CLI's GPU side replaced by tests/handlers.py:FakeGpu, in a real worker process: `run`,
+    `compare`, `sweep` and `suite` go through their whole flow on a CPU."""
+    from gemmlab.worker import GPU_JOBS_ENV
+    monkeypatch.setenv(GPU_JOBS_ENV, "handlers:FakeGpu")
+    monkeypatch.setenv("COLUMNS", "300")  # tables wide enough that no cell is cut
 
 
 @pytest.fixture
