@@ -5,29 +5,36 @@ Frobenius error by less than 1e-2. So every element gets its own bound, and one 
 
 The bound. Each element is an inner product c = sum_k a_k b_k of K terms, summed in FP32 (every kernel
 here accumulates in FP32, whatever its input type). Rounding errors of a sum of K terms, in any order
-(one after another, in a tree, split over K, in the tensor cores' blocks), behave like random variables
-of mean zero; Higham and Mary's probabilistic analysis gives, with high probability,
+(one after another, in a tree, split over K), behave like random variables of mean zero; Higham and
+Mary's probabilistic analysis gives, with high probability, an error within lambda * sqrt(K) * u times
+the magnitudes the sum went through. Our inputs are random with mean zero, so the partial sums are of
+the size of ||a o b||_2 = sqrt(sum_k (a_k b_k)^2), not of sum_k |a_k b_k| (larger by about sqrt(K)).
 
-    |c_kernel - c| <= lambda * sqrt(K) * u * (sum of the magnitudes the sum went through)
+The tensor cores are different: they add each block of k products (16 for 16-bit inputs, 8 or 4 for
+tf32) into the FP32 accumulator with truncation (Fasi, Higham, Mikaitis and Pranesh, "Numerical behavior
+of NVIDIA tensor cores", 2021). A truncation error leans toward zero, the same way as the partial sum
+it rounds, so the errors of the K/k steps do not cancel as rounded ones do: their sum follows the walk
+of the partial sums, with a spread of u * (K/k) / sqrt(3) * ||a o b||_2. On an H100 this is what the
+16-bit rungs show: at 8192^3 every one of them (wmma, mma, wgmma, ...) makes the same error, 1.4 times
+the sqrt(K) bound alone. So for the tensor-core types the bound has that term too:
 
-Our inputs are random with mean zero, so the partial sums are of the size of ||a o b||_2 =
-sqrt(sum_k (a_k b_k)^2), not of sum_k |a_k b_k| (which is larger by about sqrt(K)). The bound is then
+    bound_ij = LAMBDA * (sqrt(K) * u + STEPS(K) * u + u_in) * ||a_i o b_j||_2  +  2 * u_in * |ref_ij|
 
-    bound_ij = LAMBDA * (sqrt(K) * u + u_in) * ||a_i o b_j||_2  +  2 * u_in * |ref_ij|
-
-with u = 2^-24 (FP32's unit roundoff) and u_in the relative error with which the kernel may read an
-input beyond what the reference was given: 0 for fp32, fp16 and bf16 (16-bit inputs are rounded when
-they are made, and the reference multiplies those very values), 2^-10 for tf32 (10 mantissa bits,
-rounded or truncated: the second term is the truncation's bias, the first its spread).
+with u = 2^-24 (FP32's unit roundoff), STEPS(K) = (K / k) / sqrt(3) for fp16, bf16 (k = 16) and tf32
+(k = 4), 0 for fp32 (CUDA-core FMAs round to nearest), and u_in the relative error with which the kernel
+may read an input beyond what the reference was given: 0 for fp32, fp16 and bf16 (16-bit inputs are
+rounded when they are made, and the reference multiplies those very values), 2^-10 for tf32 (10 mantissa
+bits, rounded or truncated: the second term is the truncation's bias, the first its spread).
 ||a_i o b_j||_2 is sqrt((A o A) @ (B o B))_ij: one more GEMM. The bound covers the kernel's error and the
 FP32 reference's together.
 
-LAMBDA = 10: in a simulation of the least accurate order (one term after another, the product and the
-sum each rounded), the difference of two such sums reached 4.0 of sqrt(K) u ||a o b||_2 over 140,000
-inner products of K = 1 .. 8192; for K <= 5 the worst case of the deterministic bound is itself under 10.
-docs/checking.md has what the built-in kernels reach on the GPU (well under 1) and why 10 still fails
-every planted bug: it is 3.8e-5 of a typical |c| at K = 4096, where a wrong tile is off by ~100%
-and C rounded to bf16 by ~1e-3.
+LAMBDA = 10, in standard deviations of those models: the largest error over 67 million elements of a
+Gaussian is about 6 of them. In a simulation of the least accurate FP32 order (one term after another,
+the product and the sum each rounded) the difference of two such sums reached 4.0 of sqrt(K) u ||a o b||_2
+over 140,000 inner products of K = 1 .. 8192; for K <= 5 the worst case of the deterministic bound is
+itself under 10. docs/checking.md has what every built-in kernel reaches on the GPU and why the bound
+still fails every planted bug: at 4096^3 it is 4e-5 of a typical |c| for fp32 and 1e-4 for bf16, where
+a wrong tile is off by ~100% and C rounded to bf16 by ~1e-3.
 
 Inputs of small integers make every product and partial sum exact in FP32, in any order: there the bound
 is 0 and one differing bit fails.
@@ -42,6 +49,8 @@ from dataclasses import dataclass, field
 
 U_FP32 = 2.0 ** -24
 U_INPUT = {"fp32": 0.0, "fp16": 0.0, "bf16": 0.0, "tf32": 2.0 ** -10}
+# K per truncated addition into the accumulator: the tensor cores' block of products (None: rounded FMAs).
+TRUNCATED_K = {"fp32": None, "fp16": 16, "bf16": 16, "tf32": 4}
 LAMBDA = 10.0
 ALPHA, BETA = 1.5, -0.75  # alpha_beta's scalars: neither 0 nor 1, so a kernel that ignores one fails
 EPILOGUES = ("none", "alpha_beta", "bias_relu")
@@ -54,8 +63,9 @@ def bound(xp, ref, l2, K: int, dtype: str, exact: bool = False):
     sqrt((A o A) @ (B o B)); `exact` inputs (small integers) allow no error at all."""
     if exact:
         return xp.zeros(ref.shape, dtype=ref.dtype)
-    u_in = U_INPUT[dtype]
-    b = (LAMBDA * (math.sqrt(K) * U_FP32 + u_in)) * l2.astype(ref.dtype)
+    u_in, k = U_INPUT[dtype], TRUNCATED_K[dtype]
+    steps = K / k / math.sqrt(3) if k else 0.0
+    b = (LAMBDA * ((math.sqrt(K) + steps) * U_FP32 + u_in)) * l2.astype(ref.dtype)
     if u_in:
         b += (2 * u_in) * xp.abs(ref)
     return b

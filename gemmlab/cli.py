@@ -17,7 +17,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.syntax import Syntax
 
 from . import __version__, history, report
@@ -343,7 +344,8 @@ class _Recorder:
                 _note(f"{e.message}; results are not being recorded")
                 self.warned = True
         d = history.delta(row, prev)
-        row.update(vs_last=d["vs_last"], vs_last_text=history.delta_text(d), changed=d["changed"])
+        row.update(vs_last=d["vs_last"], vs_last_text=history.delta_text(d), changed=d["changed"],
+                   vs_last_noise=d.get("noise"), outside_noise=d.get("outside_noise"))
         self.rows.append(row)
         self.save(doc)
 
@@ -378,6 +380,10 @@ def _emit(doc, rows, fmt, speedups, planned: int | None = None) -> int:
     _print_rows(doc, rows, fmt, lambda: report.results_table(rows, report.title_for(doc), speedups))
     if fmt == "table" and any(r.get("user") for r in rows):
         out().print("[dim](user) = a template from a user directory[/]")
+    if fmt == "table":
+        for r in rows:  # a slow row is often a slow clock: say so where NVML saw the clock held down
+            if report.clock_note(r):
+                out().print(f"[yellow]{escape(r['variant'])}[/]: {escape(report.clock_note(r))}", soft_wrap=True)
     bad = report.failures(rows)
     for r in bad:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} {report.params_text(r['params'])}: "
@@ -412,6 +418,19 @@ def _sanitize(v, params, shape, opts, tool, fmt):
     return 1 if rows or check["status"] != "PASS" else 0
 
 
+def _error_maps(rows, show: bool, plot_path) -> None:
+    """--show-errors and --plot of `run`: where a failing row's wrong elements are, by tile of C."""
+    for r in rows:
+        if not r.get("tiles"):
+            continue
+        if show:
+            err().print(report.error_map(r))
+        if plot_path:
+            from .plots import error_map_plot
+            error_map_plot(r, Path(plot_path))
+            _note(f"wrote {plot_path}")
+
+
 def _watch(path: Path, once) -> None:
     """Run `once`, then again each time `path` changes, until Ctrl-C."""
     from .watch import wait_for_change
@@ -437,9 +456,13 @@ def _watch(path: Path, once) -> None:
 @click.option("--sanitize", type=click.Choice(SANITIZERS), is_flag=False, flag_value="memcheck",
               help="Run the kernel once under compute-sanitizer (memcheck if no tool is named) instead of "
                    "timing it; small odd shape unless you give one.")
+@click.option("--show-errors", is_flag=True, help="If the check fails, draw which tiles of C are wrong.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="If the check fails, also draw the wrong tiles of C as a PNG here.")
 @kernels_dir_option
 @click.pass_context
-def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, kernels_dirs, **common):
+def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_errors, plot_path, kernels_dirs,
+        **common):
     """Check one variant against cupy.matmul, then time it (with cuBLAS beside it)."""
     shape, opts, fmt, out_path = _common(ctx, common, sanitizing=bool(sanitize))
     if sanitize and watch:
@@ -465,7 +488,9 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, kernels_di
         if sanitize:
             return _sanitize(v, params, shape, opts, sanitize, fmt)
         doc, rows, recorder = _run_rows("run", [(v, params)], shape, opts, out_path, with_cublas=not no_cublas)
-        return _emit(doc, rows, fmt, speedups=False, planned=1)
+        status = _emit(doc, rows, fmt, speedups=False, planned=1)
+        _error_maps(rows, show_errors, plot_path)
+        return status
 
     if watch:
         path = catalog(kernels_dirs).get(name).path
@@ -850,50 +875,102 @@ def show(name, tile, reg, raw_params, what, arch, dtype, kernels_dirs, as_json, 
         _print_rows(row, [row], fmt, lambda: report.resources_table(row))
 
 
+BUILD_ASK_ABOVE = 500  # configurations: more than this asks first (or needs --yes or --limit)
+BUILD_TABLE_ROWS = 100  # more rows than this: one line per variant
+BUILD_ERRORS_SHOWN = 20
+
+
 @cli.command()
 @click.option("--variant", "-v", "names", multiple=True,
               help="Variants to build, separated by commas or repeated (default: all).")
 @click.option("--arch", help="Architecture (default: the GPU's, else sm_90).")
-@click.option("--all-configs", is_flag=True, help="Every valid combination of parameter choices.")
+@click.option("--all-configs", is_flag=True,
+              help="Every valid combination of parameter choices (tens of thousands for all variants: "
+                   "see --limit).")
+@click.option("--limit", type=click.IntRange(min=1),
+              help="Build at most N configurations, taken from each variant in turn: its defaults first, "
+                   "then the configurations nearest to them.")
+@click.option("--yes", "-y", is_flag=True, help=f"Build more than {BUILD_ASK_ABOVE} configurations without asking.")
+@click.option("--jobs", "jobs_", type=click.IntRange(min=1), help="Compiles at a time (default: the CPU count).")
 @click.option("--no-cache", is_flag=True, help="Compile even when a cached cubin exists.")
 @dtype_option
 @kernels_dir_option
 @output_options
-def build(names, arch, all_configs, no_cache, dtype, kernels_dirs, as_json, as_csv):
-    """Compile variants (no GPU needed): registers, shared memory, spills, compile time."""
+def build(names, arch, all_configs, limit, yes, jobs_, no_cache, dtype, kernels_dirs, as_json, as_csv):
+    """Compile variants (no GPU needed): registers, shared memory, spills, compile time. Says how many
+    and how long first, compiles in parallel with a progress bar, and asks before a large build."""
+    from . import sweep as grids
+    from .compile import prune_cache
     fmt = output_format(as_json, as_csv)
     cat = catalog(kernels_dirs)
+    names = [n for item in names for n in names_list(item, "--variant")]
     variants = [cat.get(n) for n in names] if names else [v for v in cat.ladder() if dtype is None or dtype in v.dtypes]
     arch, note = default_arch(arch)
     _note(note)
-    rows = []
-    for v in variants:
-        fixed = v.for_dtype(dtype)
-        if all_configs:
-            configs = [p for p, bad in v.configs() if not bad and all(p[k] == x for k, x in fixed.items())]
-        else:
-            configs = [v.resolve(fixed)]
-        for params in configs:
-            row = {"variant": v.name, "params": params, "arch": arch}
-            try:
-                c = compile_rendered(render(v, params), arch, use_cache=not no_cache)
-            except GemmlabError as e:
-                rows.append(dict(row, result="FAIL", error=str(e)))
-                continue
-            r = c.resources
-            rows.append(dict(row, registers=r.registers, smem=r.smem, stack=r.stack, spills=r.spills,
-                             compile_ms=None if c.cached else c.compile_ms, cached=c.cached, result="ok", error=None))
+    with _spinner() as progress:
+        task = progress.add_task("count the configurations")
+        plan = grids.build_plan(variants, lambda v: v.for_dtype(dtype), all_configs, limit,
+                                on_count=lambda v: progress.update(
+                                    task, description=f"count the valid configurations of {v.name}"))
+    jobs = min(jobs_ or os.cpu_count() or 1, max(len(plan), 1))
+    estimate = _build_estimate(plan, jobs, no_cache)
+    if len(plan) > 1:
+        err().print(f"[dim]{len(plan):,} configuration{'s' if len(plan) != 1 else ''} of "
+                    f"{len({v.name for v, _ in plan})} variant(s) for {arch}, {jobs} at a time: {estimate}[/]")
+    if len(plan) > BUILD_ASK_ABOVE and not yes and limit is None:
+        question = f"{len(plan):,} configurations to compile ({estimate})"
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise GemmlabError(f"{question}: say how many with --limit N, or build them all with --yes")
+        if not click.confirm(f"{question}: build them all?", default=False, err=True):
+            raise GemmlabError("nothing built", hint="--limit N builds N of them, each variant's defaults first")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=err(),
+                  transient=True) as progress:
+        task = progress.add_task(f"compile for {arch}", total=len(plan))
+        rows, interrupted = grids.build_all(plan, arch, use_cache=not no_cache, jobs=jobs,
+                                            on_row=lambda row: progress.advance(task))
+    prune_cache()  # keep the cache under its size ($GEMMLAB_CACHE_MAX_MB; `gemmlab cache`)
     for name in cat.broken:
         if not names or name in names:
             rows.append({"variant": name, "params": {}, "arch": arch, "result": "FAIL",
                          "error": str(cat.broken[name])})
-    _print_rows({"command": "build", "arch": arch, "rows": rows}, rows, fmt, lambda: report.build_table(rows, arch))
+    many = fmt == "table" and len(rows) > BUILD_TABLE_ROWS
+    _print_rows({"command": "build", "arch": arch, "rows": rows}, rows, fmt,
+                lambda: report.build_summary_table(rows, arch) if many else report.build_table(rows, arch))
+    if many:
+        out().print(f"[dim]{len(rows):,} configurations, one row per variant: --json or --csv give each one[/]")
     failed = [r for r in rows if r["result"] != "ok"]
-    for r in failed:
-        err().print(f"[bold red]error:[/] {r['variant']} {report.params_text(r['params'])}: {escape(r['error'])}",
-                    soft_wrap=True)
+    for r in failed[:BUILD_ERRORS_SHOWN]:
+        err().print(f"[bold red]error:[/] {escape(r['variant'])} {escape(report.params_text(r['params']))}: "
+                    f"{escape(r['error'])}", soft_wrap=True)
+    if len(failed) > BUILD_ERRORS_SHOWN:
+        err().print(f"[bold red]{len(failed) - BUILD_ERRORS_SHOWN:,} more failed[/] (--json has every error)")
+    if interrupted:
+        err().print(f"[yellow]interrupted:[/] {len(rows):,} of {len(plan):,} built; those are shown")
+        sys.exit(130)
     if failed:
         sys.exit(1)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:.0f} min"
+
+
+def _build_estimate(plan, jobs: int, no_cache: bool) -> str:
+    """About how long the plan takes: each variant's median cold compile from the cache's log of them
+    (a guess of 1 s where it has none), over `jobs` processes."""
+    import statistics
+    from .compile import compile_times
+    times = compile_times()
+    guess = statistics.median(times.values()) if times else 1000.0
+    total_s = sum(times.get(v.name, guess) for v, _ in plan) / 1000 / max(jobs, 1)
+    basis = "from this cache's past compiles" if times else "at a guessed 1 s a compile"
+    cached = "" if no_cache else "; what the cache has takes no time"
+    return f"up to about {_duration(total_s)} ({basis}{cached})"
 
 
 @cli.command()

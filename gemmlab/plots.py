@@ -133,3 +133,20 @@ def scaling_plot(doc: dict, path: Path) -> None:
     ax.set_yscale("log")
     _finish(fig, ax, path, f"size scaling on {doc.get('device', {}).get('name', '?')} ({doc.get('date', '')[:10]})",
             "N (M = N = K)", "GFLOP/s")
+
+
+def error_map_plot(r: dict, path: Path) -> None:
+    """A failing row's bad elements per tile of C (tile rows down, tile columns across), as a PNG."""
+    plt = _pyplot()
+    t = r["tiles"]
+    cm, cn = t["cell"]
+    fig, ax = plt.subplots(figsize=(7, 7 * len(t["map"]) * cm / max(1, len(t["map"][0]) * cn)))
+    rows, cols = len(t["map"]), len(t["map"][0])
+    img = ax.imshow(t["map"], cmap="Reds", interpolation="nearest", vmin=0,
+                    extent=(0, cols * cn, rows * cm, 0), aspect="auto")
+    fig.colorbar(img, ax=ax, label="elements out of bound")
+    ax.set_xlabel(f"tile column ({t['tile'][1]} columns of C each)")
+    ax.set_ylabel(f"tile row ({t['tile'][0]} rows of C each)")
+    ax.set_title(f"{r['variant']} {show_params(r['params'])}: {t['bad']} of {t['total']} tiles wrong", fontsize=9)
+    _save(fig, path)
+    plt.close(fig)

@@ -404,6 +404,44 @@ def build_table(rows: list[dict], arch: str) -> FitTable:
     return FitTable(f"build for {arch}", BUILD_COLUMNS, rows)
 
 
+def _span(values) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return str(min(values)) if min(values) == max(values) else f"{min(values)}-{max(values)}"
+
+
+BUILD_SUMMARY_COLUMNS = [
+    Column("variant", lambda s: s["variant"], 0, "left"),
+    Column("configs", lambda s: f"{s['configs']:,}", 0),
+    Column("ok", lambda s: Text(f"{s['ok']:,}", style="green" if s["ok"] else ""), 0),
+    Column("failed", lambda s: Text(f"{s['failed']:,}", style="bold red" if s["failed"] else ""), 0),
+    Column("regs", lambda s: s["regs"], 1),
+    Column("smem", lambda s: s["smem"], 2),
+    Column("spilling", lambda s: Text(f"{s['spilling']:,}", style="red" if s["spilling"] else ""), 1),
+    Column("compiled", lambda s: f"{s['compiled']:,}", 3),
+    Column("cached", lambda s: f"{s['cached']:,}", 3),
+    Column("compile s", lambda s: f"{s['compile_s']:,.0f}", 2),
+]
+
+
+def build_summary_table(rows: list[dict], arch: str) -> FitTable:
+    """A large build, one line per variant: how many configurations built, failed and spilled, and
+    the range of their registers and shared memory."""
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["variant"], []).append(r)
+    summary = []
+    for name, rs in by.items():
+        ok = [r for r in rs if r["result"] == "ok"]
+        summary.append({"variant": name, "configs": len(rs), "ok": len(ok), "failed": len(rs) - len(ok),
+                        "regs": _span([r["registers"] for r in ok]), "smem": _span([r["smem"] for r in ok]),
+                        "spilling": sum(1 for r in ok if r["spills"]),
+                        "compiled": sum(1 for r in ok if not r["cached"]), "cached": sum(1 for r in ok if r["cached"]),
+                        "compile_s": sum(r["compile_ms"] or 0 for r in ok) / 1000})
+    return FitTable(f"build for {arch}: {len(rows):,} configurations", BUILD_SUMMARY_COLUMNS, summary)
+
+
 
 
 def findings_markdown(found: dict) -> str:
@@ -674,6 +712,39 @@ def failure_text(r: dict) -> str:
     if r.get("tol") is not None:  # a file written before the element-wise check
         return f"relative error {r['rel_err']:.2e} > tolerance {r['tol']:.0e}"
     return "wrong result"
+
+
+def clock_note(r: dict) -> str | None:
+    """'SM clock 1410-1980 MHz (median 1755) while timed, held down by: power cap', only for a row whose
+    clock NVML saw held down (gemmlab/clocks.py)."""
+    c = r.get("clocks")
+    if not c or not c.get("throttle"):
+        return None
+    lo, mid, hi = c["sm_mhz"]
+    return f"SM clock {lo}-{hi} MHz (median {mid}) while timed, held down by: {', '.join(c['throttle'])}"
+
+
+def error_map(r: dict) -> Text:
+    """A failing row's bad tiles as a map of C for the terminal: one character a cell (a cell is one tile,
+    or a block of tiles where C has more than fit), red where any element is out of bound."""
+    t = r["tiles"]
+    cm, cn = t["cell"]
+    out = Text()
+    out.append(f"{r['variant']}: {t['bad']} of {t['total']} tiles of {t['tile'][0]} x {t['tile'][1]} hold "
+               f"elements out of bound", style="bold")
+    out.append(f" (C is {t['grid'][0]} x {t['grid'][1]} tiles" +
+               (f"; a cell is {cm} x {cn} tiles" if (cm, cn) != (1, 1) else "") + ")\n")
+    width = len(str((len(t["map"]) - 1) * cm))
+    for i, cells in enumerate(t["map"]):
+        out.append(f"{i * cm:>{width}} ", style="dim")
+        for n in cells:
+            out.append("█" if n else "·", style="red" if n else "dim")
+        out.append("\n")
+    first = r.get("first")
+    if first:
+        out.append(f"first bad element ({first['i']}, {first['j']}) is in tile "
+                   f"({first['i'] // t['tile'][0]}, {first['j'] // t['tile'][1]})", style="dim")
+    return out
 
 
 def markdown(doc: dict) -> str:

@@ -88,6 +88,14 @@ class FakeGpu:
                 self.poisoned = True
                 return Result(name, params, self.shape, dtype=self.dtype, fault="CRASHED",
                               error="the kernel failed: illegal address")
+            if name == "wrong":  # a real verdict of the check on a C with one 16 x 16 tile of zeros
+                import numpy as np
+                from gemmlab import check
+                ref = np.ones((64, 64), np.float32)
+                C = ref.copy()
+                C[32:48, 16:32] = 0
+                return Result(name, dict(params), self.shape, dtype=self.dtype,
+                              check=check.verdict(np, C, ref, np.full_like(ref, 1e-3), "cupy.matmul", (16, 16)))
             ms = 2.0 if name == "slow" else 1.0 + 0.1 * (self.requests - 1) if name == "drift" else 1.0
         return Result(name, dict(params), self.shape, dtype=self.dtype, check=passing_check(),
                       timing=Timing(ms, ms, ms, 10))
