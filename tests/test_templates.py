@@ -102,28 +102,17 @@ def test_unknown_variant_suggests_close_matches():
         discover().get("tilde")
 
 
-BAD_HEADERS = {
-    "no header": ("nohead", None, "starts with a '{#---' line"),
-    "toml error with its line": ("badtoml", "x = = 1\n", ":9: "),
-    "duplicate parameter": ("dup", "[params.TILE]\ndefault = 8\n", "TILE"),
-    "unknown key": ("unk", "colour = 1\n", "unknown key"),
-    "default not a choice": ("notchoice", None, "not one of its choices"),
-    "constraint on an unknown name": ("undef", '[[constraints]]\ncheck = "BOGUS > 1"\nwhy = "x"\n', "BOGUS"),
-    "defaults break a constraint": ("brk", '[[constraints]]\ncheck = "TILE > 16"\nwhy = "too small"\n',
-                                    "too small"),
+BAD_HEADERS = {  # those that need more than one edit of a header (the others: HEADER_MISTAKES below)
+    "toml error with its line": ("badtoml", "x = = 1\n", ":9: Invalid value"),
+    "duplicate parameter": ("dup", "[params.TILE]\ndefault = 8\n", "Cannot declare ('params', 'TILE') twice"),
+    "constraint on an unknown name": ("undef", '[[constraints]]\ncheck = "BOGUS > 1"\nwhy = "x"\n', "'BOGUS > 1'"),
 }
 
 
 @pytest.mark.parametrize("case", BAD_HEADERS)
 def test_bad_headers_are_reported_with_file(user_dir, case):
     name, extra, expected = BAD_HEADERS[case]
-    if case == "no header":
-        path = user_dir / f"{name}.cu.j2"
-        path.write_text(GOOD_BODY)
-    elif case == "default not a choice":
-        path = write_template(user_dir, name, GOOD_BODY)
-        path.write_text(path.read_text().replace("default = 16", "default = 32"))
-    elif case == "toml error with its line":
+    if case == "toml error with its line":
         path = write_template(user_dir, name, GOOD_BODY)
         lines = path.read_text().split("\n")
         lines.insert(8, extra.strip())  # becomes the file's line 9
@@ -132,7 +121,7 @@ def test_bad_headers_are_reported_with_file(user_dir, case):
         path = write_template(user_dir, name, GOOD_BODY, header_extra=extra)
     with pytest.raises(GemmlabError) as e:
         load_variant(path, builtin=False)
-    assert str(path) in e.value.message and expected in e.value.message
+    assert str(path) in e.value.message and expected in e.value.message, e.value.message
     # a broken template does not hide the others
     cat = discover((user_dir,))
     assert name in cat.broken and "tiled" in cat.variants
@@ -194,3 +183,120 @@ def test_sample_covers_every_allowed_value():
     for name, param in v.params.items():
         for value in param.choices:
             assert any(p[name] == value for p in sample), f"{name}={value} is never tested"
+
+
+# ---------------------------------------------------------------------------- every header mistake, one by one
+
+TOP = 'idea = "a test template"\n'
+PARAM = "[params.TILE]\ndefault = 16\nchoices = [8, 16]\n"
+LAUNCH = '[launch]\nblock = ["TILE", "TILE"]\ngrid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]\n'
+
+# (what is wrong, the edit to write_template's header as (old, new), what load_variant says after
+# "bad template header in PATH: "). Each case breaks exactly one rule of templates.load_variant.
+HEADER_MISTAKES = {
+    "unknown top-level key": ((TOP, TOP + "colour = 1\n"), "unknown key(s) ['colour']; known: ['arch', 'constraints'"),
+    "no name": (('name = "mistake"\n', ""), "missing 'name'"),
+    "name not a string": (('name = "mistake"\n', "name = 1\n"), "'name' must be a str"),
+    "no idea": ((TOP, ""), "missing 'idea'"),
+    "idea not a string": ((TOP, "idea = 3\n"), "'idea' must be a str"),
+    "parent not a string": (('parent = "tiled"\n', "parent = 1\n"), "'parent' must be a string"),
+    "predict_x zero": ((TOP, TOP + "predict_x = 0\n"), "'predict_x' must be a positive number"),
+    "predict_x a boolean": ((TOP, TOP + "predict_x = true\n"), "'predict_x' must be a positive number"),
+    "predict_x a string": ((TOP, TOP + 'predict_x = "fast"\n'), "'predict_x' must be a positive number"),
+    "arch not a target": ((TOP, TOP + 'arch = "sm90"\n'), "'arch' must name a target such as sm_90a"),
+    "arch not a string": ((TOP, TOP + "arch = 90\n"), "'arch' must name a target such as sm_90a"),
+    "dtypes empty": ((TOP, TOP + "dtypes = []\n"), "dtypes must be a non-empty list from ['fp32', 'tf32', 'fp16', 'bf16']"),
+    "dtypes unknown": ((TOP, TOP + 'dtypes = ["fp32", "fp64"]\n'), "dtypes must be a non-empty list from"),
+    "params not a table": ((PARAM, "params = 3\n"), "'params' must be a dict"),
+    "parameter name not an identifier": ((PARAM, PARAM.replace("TILE", "1TILE")), "parameter name '1TILE' must be an identifier"),
+    "parameter not a table": ((PARAM, "[params]\nTILE = 16\n"), "params.TILE needs a default"),
+    "parameter without default": ((PARAM, "[params.TILE]\nchoices = [8, 16]\n"), "params.TILE needs a default"),
+    "unknown parameter key": ((PARAM, PARAM + "colour = 1\n"), "params.TILE: unknown key(s) ['colour']"),
+    "default a float": ((PARAM, "[params.TILE]\ndefault = 16.0\n"), "params.TILE.default must be an integer, boolean or string"),
+    "choices empty": ((PARAM, "[params.TILE]\ndefault = 16\nchoices = []\n"), "params.TILE.choices must be a non-empty list of int"),
+    "choices not a list": ((PARAM, "[params.TILE]\ndefault = 16\nchoices = 16\n"), "params.TILE.choices must be a non-empty list of int"),
+    "choices of another type": ((PARAM, '[params.TILE]\ndefault = 16\nchoices = [8, "16"]\n'),
+                                "params.TILE.choices must be a non-empty list of int"),
+    "choices of booleans for an int": ((PARAM, "[params.TILE]\ndefault = 16\nchoices = [true, 16]\n"),
+                                       "params.TILE.choices must be a non-empty list of int"),
+    "default not a choice": ((PARAM, "[params.TILE]\ndefault = 32\nchoices = [8, 16]\n"),
+                             "params.TILE.default 32 is not one of its choices [8, 16]"),
+    "DTYPE declared": ((PARAM, PARAM + '[params.DTYPE]\ndefault = "fp32"\n'), "DTYPE is made from 'dtypes'"),
+    "constraint without why": ((LAUNCH, '[[constraints]]\ncheck = "TILE > 1"\n' + LAUNCH),
+                               "constraints[0] needs a 'check' expression and a 'why' message"),
+    "constraint check not a string": ((LAUNCH, '[[constraints]]\ncheck = 1\nwhy = "x"\n' + LAUNCH),
+                                      "constraints[0] needs a 'check' expression and a 'why' message"),
+    "no launch": ((LAUNCH, ""), "missing 'launch'"),
+    "launch not a table": ((TOP + PARAM + LAUNCH, TOP + "launch = 1\n" + PARAM), "'launch' must be a dict"),
+    "no launch.block": (('block = ["TILE", "TILE"]\n', ""), "missing 'launch.block'"),
+    "launch.block not a list": (('block = ["TILE", "TILE"]\n', 'block = "TILE"\n'), "'launch.block' must be a list"),
+    "no launch.grid": (('grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]\n', ""), "missing 'launch.grid'"),
+    "launch.grid of four": (('grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]\n', 'grid = ["1", "1", "1", "1"]\n'),
+                            "launch.grid must list 1 to 3 expressions"),
+    "launch.block empty": (('block = ["TILE", "TILE"]\n', "block = []\n"), "launch.block must list 1 to 3 expressions"),
+    "launch.block of floats": (('block = ["TILE", "TILE"]\n', "block = [16.0]\n"), "launch.block must list 1 to 3 expressions"),
+    "zero_output a number": ((LAUNCH, LAUNCH + "zero_output = 1\n"),
+                             "launch.zero_output must be true, false, or an expression over the parameters"),
+    "resident a list": ((LAUNCH, LAUNCH + "resident = [true]\n"),
+                        "launch.resident must be true, false, or an expression over the parameters"),
+    "reduce not a table": ((LAUNCH, LAUNCH + "reduce = 1\n"), "launch.reduce must be a table with block and grid"),
+    "reduce without grid": ((LAUNCH, LAUNCH + '[launch.reduce]\nblock = ["32"]\n'), "missing 'launch.reduce.grid'"),
+    "tma of C": ((LAUNCH, LAUNCH + '[launch.tma]\nC = ["8", "8"]\n'), "launch.tma maps A and/or B to a box"),
+    "tma box of three": ((LAUNCH, LAUNCH + '[launch.tma]\nA = ["8", "8", "8"]\n'), "launch.tma maps A and/or B to a box"),
+    "gpc_order without group": ((LAUNCH, LAUNCH + '[launch.gpc_order]\nwhen = "true"\ncluster = "2"\n'),
+                                "launch.gpc_order has three expressions: when, cluster and group"),
+    "requires without why": ((LAUNCH, LAUNCH + '[[launch.requires]]\ncheck = "K % 4 == 0"\n'),
+                             "launch.requires[0] needs a 'check' expression and a 'why' message"),
+    "unknown launch key": ((LAUNCH, LAUNCH + "colour = 1\n"), "unknown launch key(s) ['colour']"),
+    "unknown launch keys, sorted": ((LAUNCH, LAUNCH + "smen = \"0\"\nblocks = [1]\n"), "unknown launch key(s) ['blocks', 'smen']"),
+    "defaults break a constraint": ((LAUNCH, '[[constraints]]\ncheck = "TILE > 16"\nwhy = "too small"\n' + LAUNCH),
+                                    "the defaults break a constraint: TILE > 16: too small"),
+    "defaults make too big a block": ((PARAM, "[params.TILE]\ndefault = 64\n"),
+                                      "the defaults break a constraint: block (64, 64, 1) has 4096 threads: a block holds at most 1024"),
+}
+
+
+@pytest.mark.parametrize("case", HEADER_MISTAKES)
+def test_each_header_mistake_is_named_with_its_file(user_dir, case):
+    (old, new), message = HEADER_MISTAKES[case]
+    path = write_template(user_dir, "mistake", GOOD_BODY)
+    text = path.read_text()
+    assert text.count(old) == 1, "the edit must apply to the header"
+    path.write_text(text.replace(old, new))
+    with pytest.raises(GemmlabError) as e:
+        load_variant(path, builtin=False)
+    assert e.value.message.startswith(f"bad template header in {path}: {message}"), e.value.message
+    cat = discover((user_dir,))  # listed as broken, with the same message; the others still load
+    assert cat.broken["mistake"].message == e.value.message and "tiled" in cat.variants
+
+
+def test_an_unreadable_template_is_named(user_dir):
+    path = user_dir / "latin1.cu.j2"
+    path.write_bytes(b"{#---\nname = \"latin1\"\nidea = \"caf\xe9\"\n---#}\n")
+    with pytest.raises(GemmlabError, match=r"^cannot read template .*latin1\.cu\.j2: 'utf-8' codec can't decode"):
+        load_variant(path, builtin=False)
+
+
+def test_a_header_without_its_marks_points_at_line_1(user_dir):
+    path = user_dir / "nohead.cu.j2"
+    path.write_text(GOOD_BODY)
+    with pytest.raises(GemmlabError) as e:
+        load_variant(path, builtin=False)
+    assert e.value.message == (f"bad template header in {path}:1: a template starts with a '{{#---' line and its "
+                               "TOML header ends with '---#}'")
+
+
+def test_a_name_that_is_not_an_identifier(user_dir):
+    path = write_template(user_dir, "my-kernel", GOOD_BODY)
+    with pytest.raises(GemmlabError, match=r"name 'my-kernel' must be an identifier \(letters, digits, _\)"):
+        load_variant(path, builtin=False)
+
+
+def test_a_launch_expression_that_fails_at_the_defaults(user_dir):
+    path = write_template(user_dir, "badgrid", GOOD_BODY)
+    path.write_text(path.read_text().replace('"cdiv(M, TILE)"]', '"cdiv(M, TILE)", "cdiv(K, TILE - 16)"]'))
+    with pytest.raises(GemmlabError, match=r"launch\.grid: 'cdiv\(K, TILE - 16\)' failed: integer division or modulo by zero"):
+        load_variant(path, builtin=False)
+    path.write_text(path.read_text().replace('"cdiv(K, TILE - 16)"', '"TILE / 2"'))  # a float: not a block count
+    with pytest.raises(GemmlabError, match=r"launch\.grid 'TILE / 2' gave 8\.0, not an integer"):
+        load_variant(path, builtin=False)
