@@ -913,14 +913,17 @@ def build(names, arch, all_configs, limit, yes, jobs_, no_cache, dtype, kernels_
                                 on_count=lambda v: progress.update(
                                     task, description=f"count the valid configurations of {v.name}"))
     jobs = min(jobs_ or os.cpu_count() or 1, max(len(plan), 1))
-    estimate = _build_estimate(plan, jobs, no_cache)
+    duration, basis = _build_estimate(plan, jobs, no_cache)
+    count = f"{len(plan):,} configuration{'s' if len(plan) != 1 else ''}"
     if len(plan) > 1:
-        err().print(f"[dim]{len(plan):,} configuration{'s' if len(plan) != 1 else ''} of "
-                    f"{len({v.name for v, _ in plan})} variant(s) for {arch}, {jobs} at a time: {estimate}[/]")
+        n_variants = len({v.name for v, _ in plan})
+        err().print(f"[dim]{count} of {n_variants} variant{'s' if n_variants != 1 else ''} for {arch}, "
+                    f"{jobs} at a time: up to about {duration} ({basis})[/]")
     if len(plan) > BUILD_ASK_ABOVE and not yes and limit is None:
-        question = f"{len(plan):,} configurations to compile ({estimate})"
+        question = f"{count} to compile, up to about {duration}"
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
-            raise GemmlabError(f"{question}: say how many with --limit N, or build them all with --yes")
+            raise GemmlabError(f"{question}: give --limit N to build N of them (each variant's defaults "
+                               "first), or --yes to build them all")
         if not click.confirm(f"{question}: build them all?", default=False, err=True):
             raise GemmlabError("nothing built", hint="--limit N builds N of them, each variant's defaults first")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -960,7 +963,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:.0f} min"
 
 
-def _build_estimate(plan, jobs: int, no_cache: bool) -> str:
+def _build_estimate(plan, jobs: int, no_cache: bool) -> tuple[str, str]:
     """About how long the plan takes: each variant's median cold compile from the cache's log of them
     (a guess of 1 s where it has none), over `jobs` processes."""
     import statistics
@@ -970,7 +973,43 @@ def _build_estimate(plan, jobs: int, no_cache: bool) -> str:
     total_s = sum(times.get(v.name, guess) for v, _ in plan) / 1000 / max(jobs, 1)
     basis = "from this cache's past compiles" if times else "at a guessed 1 s a compile"
     cached = "" if no_cache else "; what the cache has takes no time"
-    return f"up to about {_duration(total_s)} ({basis}{cached})"
+    return _duration(total_s), basis + cached
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "none"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+@cli.command("cache")
+@click.option("--clear", is_flag=True, help="Remove every compiled kernel from the cache.")
+@output_options
+def cache_cmd(clear, as_json, as_csv):
+    """The compile cache: where it is, how big, its size limit; --clear empties it.
+
+    Cubins are kept in $GEMMLAB_CACHE_DIR (default ~/.cache/gemmlab), keyed by the rendered source,
+    the options, the architecture and the NVRTC version. When the cache grows past
+    $GEMMLAB_CACHE_MAX_MB (default 2048; 0: no limit), the least recently used entries go."""
+    from .compile import CACHE_MAX_ENV, cache_stats, clear_cache
+    fmt = output_format(as_json, as_csv)
+    doc = dict(cache_stats(), command="cache")
+    if clear:
+        removed, freed = clear_cache()
+        doc.update(cleared_entries=removed, cleared_bytes=freed, entries=0, bytes=0)
+    if fmt != "table":
+        _print_rows(doc, [doc], fmt, None)
+        return
+    facts = [("directory", doc["directory"], "$GEMMLAB_CACHE_DIR"),
+             ("entries", f"{doc['entries']:,}", "one compiled kernel each"),
+             ("size", _size(doc["bytes"]), ""),
+             ("size limit", _size(doc["limit_bytes"]), f"${CACHE_MAX_ENV}; past it the least recently used go")]
+    if clear:
+        facts.insert(1, ("cleared", f"{removed:,} entries, {_size(freed)}", ""))
+    out().print(report.FitTable("gemmlab compile cache", report.FACT_COLUMNS, facts))
 
 
 @cli.command()
