@@ -96,6 +96,7 @@ def _tables():
     yield "device", report.device_table(_doc("h100-device.json"))
     yield "history", report.history_table(history, "last 20 runs")
     yield "build", report.build_table(build, "sm_90")
+    yield "build-summary", report.build_summary_table(build * 40, "sm_90")
     yield "list", report.variants_table(cat.ladder(), cat.broken, "gemmlab variants (ladder order)")
     yield "explain", report.explain_table(report.predictions(cat.ladder(), compare), "h100-compare-4096.json")
     yield "resources", report.resources_table(resources)
@@ -326,3 +327,72 @@ def test_the_api_tour_renders_and_compiles_without_a_gpu(tmp_path):
         assert "running it needs an NVIDIA GPU" in p.stdout
     else:
         assert "check: PASS" in p.stdout
+
+
+# ---------------------------------------------------------------------------- long builds and the cache
+
+def _many_configs(directory, n=600):
+    """A template with n valid configurations (no constraints), cheap to count."""
+    from conftest import GOOD_BODY, write_template
+    extra = "[params.X]\ndefault = 0\nchoices = [" + ", ".join(map(str, range(n // 2))) + "]\n"
+    return write_template(directory, "many", GOOD_BODY, header_extra=extra)
+
+
+def test_a_large_build_says_how_many_and_asks_for_a_limit(user_dir):
+    _many_configs(user_dir)
+    r = invoke("build", "--variant", "many", "--all-configs", "--arch", "sm_90", "--kernels-dir", user_dir)
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    assert "600 configurations" in text and "up to about" in text and "--limit N" in text and "--yes" in text
+
+
+def test_limit_takes_each_variants_defaults_first_and_variant_takes_a_list():
+    from gemmlab import catalog
+    r = invoke("build", "--variant", "tiled,regblock", "--all-configs", "--limit", "4", "--arch", "sm_90", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output[r.output.index("{"):])["rows"]
+    cat = catalog()
+    assert [x["variant"] for x in rows] == ["tiled", "tiled", "regblock", "regblock"]
+    assert rows[0]["params"] == cat.get("tiled").defaults() and rows[2]["params"] == cat.get("regblock").defaults()
+    again = invoke("build", "--variant", "tiled", "--variant", "regblock", "--arch", "sm_90", "--json")
+    assert [x["variant"] for x in json.loads(again.output[again.output.index("{"):])["rows"]] == ["tiled", "regblock"]
+
+
+def test_build_compiles_in_parallel_and_says_so_first(tmp_path, monkeypatch):
+    from gemmlab import cli as cli_module
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    r = invoke("build", "--variant", "regblock", "--all-configs", "--arch", "sm_90", "--jobs", "2")
+    assert r.exit_code == 0, r.output
+    assert "21 configurations of 1 variant for sm_90, 2 at a time: up to about" in " ".join(r.output.split())
+    assert r.output.count(" ok ") == 21
+    stats = json.loads(invoke("cache", "--json").output)
+    assert stats["entries"] == 21 and stats["bytes"] > 0 and stats["directory"] == str(tmp_path / "cache")
+    monkeypatch.setattr(cli_module, "BUILD_TABLE_ROWS", 5)  # a large build: one line per variant
+    summary = invoke("build", "--variant", "regblock", "--all-configs", "--arch", "sm_90")
+    assert summary.exit_code == 0 and "21 configurations, one row per variant" in summary.output
+    assert summary.output.count("regblock") == 1 and "21" in summary.output
+
+
+def test_cache_clear_and_the_size_limit(tmp_path, monkeypatch):
+    import os
+    import time
+    from gemmlab import compile as comp
+    d = tmp_path / "cache"
+    d.mkdir()
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(d))
+    now = time.time()
+    for i in range(10):  # ten entries of 100 KiB + 1 KiB, entry 0 the least recently used
+        (d / f"k{i}.cubin").write_bytes(b"x" * 100 * 1024)
+        (d / f"k{i}.json").write_bytes(b"{" + b" " * 1022 + b"}")
+        os.utime(d / f"k{i}.json", (now - 100 + i, now - 100 + i))
+    (d / "mine.txt").write_text("not the cache's")
+    monkeypatch.setenv("GEMMLAB_CACHE_MAX_MB", str(500 / 1024))  # 500 KiB
+    removed, _ = comp.prune_cache()
+    left = sorted(p.stem for p in d.glob("*.cubin"))
+    assert removed == 6 and left == ["k6", "k7", "k8", "k9"]  # under 90% of the limit, the newest kept
+    r = invoke("cache")
+    assert r.exit_code == 0 and str(d) in r.output and "GEMMLAB_CACHE_MAX_MB" in r.output
+    cleared = json.loads(invoke("cache", "--clear", "--json").output)
+    assert cleared["cleared_entries"] == 4 and not list(d.glob("*.cubin")) and (d / "mine.txt").exists()
+    monkeypatch.setenv("GEMMLAB_CACHE_MAX_MB", "lots")
+    assert "size in MB" in invoke("cache").output
