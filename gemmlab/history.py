@@ -130,16 +130,18 @@ def delta(row: dict, prev: dict | None) -> dict:
 
 
 def delta_text(d: dict) -> str:
-    """'2.1% faster', '0.4% slower (within noise)', with what changed."""
+    """'2.1% faster', or '0.4% (within noise)', with what changed."""
     speed = d.get("vs_last")
     if speed is None:
         words = "no time" if d.get("last_ms") else ""
     else:
-        words = f"{abs(speed - 1) * 100:.1f}% {'faster' if speed > 1 else 'slower'}"
+        words = f"{abs(speed - 1) * 100:.1f}%"
         if d.get("outside_noise") is False:
             words += " (within noise)"
-        elif d.get("outside_noise") is None:
-            words += " (noise unknown)"
+        else:
+            words += " faster" if speed > 1 else " slower"
+            if d.get("outside_noise") is None:
+                words += " (noise unknown)"
     return ", ".join(w for w in (words, d.get("changed")) if w) or "-"
 
 
