@@ -1,5 +1,8 @@
 """Rendering and the map from rendered lines back to template lines: no GPU."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from gemmlab import GemmlabError
@@ -74,3 +77,53 @@ def test_jinja_syntax_error_points_at_template_line(user_dir):
     with pytest.raises(GemmlabError) as e:
         render(v, v.defaults())
     assert f"{path}:{_line_of(path.read_text(), '{% if %}')}" in e.value.message
+
+
+MACROS = """{% macro twice(x) %}2 * {{ x }}{% endmacro %}
+{% macro copy(x) %}
+    // from the macro: {{ x }}
+    float {{ x }}_copy = {{ x }};
+{% endmacro %}
+"""
+
+
+def test_a_macro_call_in_the_middle_of_a_line_maps_to_the_calling_line(user_dir):
+    (user_dir / "mine_macros.j2").write_text(MACROS)
+    body = '{% import "mine_macros.j2" as m %}\n' + GOOD_BODY.replace(
+        "    float acc = 0.0f;\n", '    float acc = {{ m.twice("0.0f") }};\n    int z = 0; {{ m.copy("acc") }}')
+    path = write_template(user_dir, "macros", body)
+    v = load_variant(path, builtin=False)
+    r = render(v, v.defaults())
+    text, macros = path.read_text().split("\n"), str(user_dir / "mine_macros.j2")
+    assert "    float acc = 2 * 0.0f;" in r.source.split("\n")
+    # the line is the caller's, though its last piece came from the macro file
+    assert r.template_line(_line_of(r.source, "float acc = 2 * 0.0f;")) == (str(path), _line_of("\n".join(text), "m.twice"))
+    assert r.template_line(_line_of(r.source, "// from the macro: acc")) == (str(path), _line_of("\n".join(text), "m.copy"))
+    # a line the macro begins is the macro's
+    assert r.template_line(_line_of(r.source, "float acc_copy = acc;")) == (macros, 4)
+    assert r.template_line(_line_of(r.source, "acc += A[row * K + k]")) == (str(path), _line_of("\n".join(text), "acc += A["))
+
+
+JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}")
+
+
+@pytest.mark.parametrize("name", [v.name for v in discover().ladder()])
+def test_every_line_of_a_shipped_kernel_maps_to_the_template_line_it_came_from(name):
+    """A line's template line, its Jinja taken out, is what the rendered line is made of: the rendered
+    line begins with its first piece of text (or holds it, where the template line begins with Jinja)."""
+    v = discover().get(name)
+    r = render(v, v.defaults())
+    files, checked, wrong = {}, 0, []
+    for i, line in enumerate(r.source.split("\n"), 1):
+        origin = r.template_line(i)
+        if origin is None or not line.strip():
+            continue
+        path, n = origin
+        text = files.setdefault(path, Path(path).read_text().split("\n"))[n - 1]
+        pieces = [p.strip() for p in JINJA.split(text) if p.strip()]
+        if not pieces:
+            continue
+        checked += 1
+        if pieces[0] not in line or not JINJA.match(text.strip()) and not line.strip().startswith(pieces[0]):
+            wrong.append(f"rendered line {i} {line.strip()!r} -> {Path(path).name}:{n} {text.strip()!r}")
+    assert checked > 10 and not wrong, "\n".join(wrong)
