@@ -52,8 +52,8 @@ def passing_check():
 
 class FakeGpu:
     """Stands in for worker.GpuJobs on a CPU: a made-up H100; variants named oob crash, named hang
-    hang, named slow take 2 ms, named drift 1 ms + 0.1 ms per request this worker has had, others 1 ms
-    (cuBLAS 0.5 ms). As runner.Problem does, it refuses a kernel built for another input type than the
+    hang, named slow take 2 ms, named drift 1 ms + 0.1 ms per request this worker has had, named swept
+    64 / TILE ms, others 1 ms (cuBLAS 0.5 ms). As runner.Problem does, it refuses a kernel built for another input type than the
     worker's. With $FAKEGPU_LOG set, each request's name is appended to that file.
     Selected for the whole CLI with $GEMMLAB_GPU_JOBS=handlers:FakeGpu (the `fake_gpu` fixture)."""
 
@@ -97,6 +97,8 @@ class FakeGpu:
                 return Result(name, dict(params), self.shape, dtype=self.dtype,
                               check=check.verdict(np, C, ref, np.full_like(ref, 1e-3), "cupy.matmul", (16, 16)))
             ms = 2.0 if name == "slow" else 1.0 + 0.1 * (self.requests - 1) if name == "drift" else 1.0
+            if name == "swept":  # faster with a larger TILE
+                ms = 64.0 / params["TILE"]
         return Result(name, dict(params), self.shape, dtype=self.dtype, check=passing_check(),
                       timing=Timing(ms, ms, ms, 10))
 

@@ -20,10 +20,42 @@ def test_param_specs(spec, values):
     assert sweep.parse_spec(spec) == (spec.split("=")[0], values)
 
 
-@pytest.mark.parametrize("spec", ["TILE", "TILE=", "=8", "REG=8..2", "REG=2..8:0"])
-def test_bad_param_specs(spec):
-    with pytest.raises(GemmlabError):
+@pytest.mark.parametrize("spec,message", [
+    ("TILE", "--param takes NAME=V1,V2 or NAME=A..B[:STEP], not 'TILE'"),
+    ("TILE=", "--param TILE=: give a name and at least one value"),
+    ("TILE= , ,", "--param TILE= , ,: give a name and at least one value"),
+    ("=8", "--param =8: give a name and at least one value"),
+    ("REG=8..2", "--param REG=8..2: a range goes up from A to B with a positive step"),
+    ("REG=2..8:0", "--param REG=2..8:0: a range goes up from A to B with a positive step"),
+])
+def test_bad_param_specs(spec, message):
+    with pytest.raises(GemmlabError) as e:
         sweep.parse_spec(spec)
+    assert e.value.message == message
+
+
+@pytest.mark.parametrize("spec,values", [("REG=4..4", ["4"]), ("REG=-2..2:2", ["-2", "0", "2"]), ("REG=2..7:2", ["2", "4", "6"]),
+                                         ("REG = 2 .. 3", ["2", "3"])])
+def test_range_ends(spec, values):
+    assert sweep.parse_spec(spec) == ("REG", values)
+
+
+def test_grid_keeps_the_fixed_values(user_dir):
+    path = write_template(user_dir, "duo", GOOD_BODY)
+    path.write_text(path.read_text().replace('idea = "a test template"\n', 'idea = "a test template"\ndtypes = ["fp32", "fp16"]\n'))
+    v = gemmlab.catalog((user_dir,)).get("duo")
+    valid, skipped = sweep.grid(v, ["TILE=8,16"], fixed={"DTYPE": "fp16"})
+    assert valid == [{"DTYPE": "fp16", "TILE": 8}, {"DTYPE": "fp16", "TILE": 16}] and skipped == []
+    valid, _ = sweep.grid(v, ["TILE=8,16"])
+    assert [p["DTYPE"] for p in valid] == ["fp32", "fp32"]
+
+
+def test_grid_has_a_size_limit():
+    v = gemmlab.catalog().get("regblock")
+    with pytest.raises(GemmlabError, match="the grid has 10201 points") as e:
+        sweep.grid(v, ["TILE=1..101", "REG=1..101"])
+    assert e.value.message == "the grid has 10201 points; at most 10000" and e.value.hint == "sweep fewer values at once"
+    assert len(sweep.grid(gemmlab.catalog().get("tiled"), ["TILE=1..10000"])[1]) == 10000 - 3  # 10000: allowed
 
 
 def test_grid_skips_what_the_constraints_forbid_and_says_why():
