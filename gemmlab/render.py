@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Mapping
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from jinja2.exceptions import TemplateError, TemplateSyntaxError, UndefinedError
+from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError, UndefinedError
 from jinja2.ext import Extension
 from jinja2.lexer import Token
 
 from .errors import GemmlabError
 from .gpc import MAX_SLOTS
-from .templates import C_TYPES, Variant, builtin_dir, cdiv, show_params
+from .templates import BODY_GLOBALS, C_TYPES, Sandbox, Variant, builtin_dir, sandbox_message, show_params
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
 _TAG_RE = re.compile("\x1e(\\d+):(\\d+)\x1f")
@@ -90,13 +90,14 @@ _envs: dict[tuple[str, ...], Environment] = {}
 
 def environment(search: list[Path]) -> Environment:
     """One Jinja environment per search path (the variant's own directory, then the built-in one), so
-    `{% import %}` of a shared macro file finds a copy beside the template before the built-in one."""
+    `{% import %}` of a shared macro file finds a copy beside the template before the built-in one.
+    A sandbox (templates.Sandbox): a template is data, and rendering one runs nothing on the host."""
     key = tuple(str(p) for p in search)
     if key not in _envs:
-        env = Environment(loader=FileSystemLoader(list(key)), undefined=StrictUndefined,
-                          trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                          extensions=[LineTags], auto_reload=True)
-        env.globals.update(cdiv=cdiv, ctype=C_TYPES.__getitem__,  # ctype(DTYPE): the input's C type
+        env = Sandbox(loader=FileSystemLoader(list(key)), undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      extensions=[LineTags], auto_reload=True)
+        env.globals.update(BODY_GLOBALS, ctype=C_TYPES.__getitem__,  # ctype(DTYPE): the input's C type
                            GPC_SLOTS=MAX_SLOTS)  # the GpcOrder argument's slots, as gpc.py packs them
         _envs[key] = env
     return _envs[key]
@@ -124,10 +125,14 @@ def render(variant: Variant, params: Mapping[str, object] | None = None) -> Rend
         tagged = template.render(**names)
     except TemplateSyntaxError as e:
         raise GemmlabError(f"template syntax error at {e.filename or variant.path}:{e.lineno}: {e.message}") from None
+    except SecurityError as e:
+        raise GemmlabError(f"template error at {_template_error_location(e) or variant.path}: {sandbox_message(e)}") from None
     except UndefinedError as e:
         raise GemmlabError(f"template error at {_template_error_location(e) or variant.path}: {e.message}",
                            hint=f"the parameters are: {', '.join(names)}") from None
     except TemplateError as e:
+        raise GemmlabError(f"template error at {_template_error_location(e) or variant.path}: {e}") from None
+    except (ArithmeticError, TypeError, ValueError) as e:  # 1 // 0, or a range the sandbox caps
         raise GemmlabError(f"template error at {_template_error_location(e) or variant.path}: {e}") from None
     source, origins = _untag(tagged)
     banner = f"// gemmlab variant {variant.name} ({variant.path.name}) {show_params(params)}\n"

@@ -49,8 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from jinja2 import Environment, StrictUndefined
-from jinja2.exceptions import TemplateError
+from jinja2 import StrictUndefined, Undefined
+from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment, modifies_known_mutable, safe_range
 
 from .errors import GemmlabError
 
@@ -82,9 +83,55 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# Expressions in headers are Jinja expressions: the same language as the template body.
-_expr_env = Environment(undefined=StrictUndefined)
+# ---------------------------------------------------------------------------- the sandbox
+
+# Templates are data: courses hand them out, users share them, and gemmlab reads every one in the user's
+# directories on each command. So the template body and every header expression run in Jinja's immutable
+# sandbox (no Python attributes such as `__class__` or `__globals__`, no changing lists or dicts, no
+# `str.format` reaching into objects) and see only the names given here and in render.py: nothing in a
+# template runs on the host. See docs/templates-are-data.md.
+UNSAFE = "templates may not use Python attributes such as `__globals__`"
+
+
+class Sandbox(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox without Jinja's default globals (cycler, joiner, namespace, lipsum, dict:
+    no template needs them), and an unsafe attribute refused at once, rather than handed on as an
+    undefined value that a test such as `is defined` would quietly swallow."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.globals.clear()
+
+    def getattr(self, obj, attribute):  # `x._y`, `x|attr("_y")`: refused even where x is undefined
+        if isinstance(attribute, str) and attribute.startswith("_"):
+            return self.unsafe_undefined(obj, attribute)
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj, argument):  # `lipsum["__globals__"]`
+        if isinstance(obj, Undefined) and isinstance(argument, str) and argument.startswith("_"):
+            return self.unsafe_undefined(obj, argument)
+        return super().getitem(obj, argument)
+
+    def unsafe_undefined(self, obj, attribute):
+        owner = obj._undefined_name if isinstance(obj, Undefined) and obj._undefined_name else type(obj).__name__
+        if modifies_known_mutable(obj, attribute):
+            raise Refused(f"templates may not change a list, dict or set: `{owner}.{attribute}` is not allowed")
+        raise Refused(f"{UNSAFE}: `{owner}.{attribute}` is not allowed")
+
+
+class Refused(SecurityError):
+    """What Sandbox refuses, said in one line."""
+
+
+def sandbox_message(e: SecurityError) -> str:
+    """What the sandbox refused, in one line."""
+    return str(e) if isinstance(e, Refused) else f"{UNSAFE}; here: {e}"
+
+
+# Expressions in headers are Jinja expressions: the same language as the template body, in the same sandbox.
+_expr_env = Sandbox(undefined=StrictUndefined)
 _expr_env.globals.update(cdiv=cdiv, min=min, max=max)
+BODY_GLOBALS = {"range": safe_range, "cdiv": cdiv}  # what a template body sees besides its parameters (and render.py's)
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,12 +139,35 @@ def _compiled(expr: str):
     return _expr_env.compile_expression(expr)  # compiling is ~100x slower than evaluating: do it once
 
 
-def evaluate(expr: str, names: Mapping[str, object], where: str):
+def expression_line(path: Path, expr: str) -> int | None:
+    """The line of a template's header that holds this expression as a TOML string, where it can be found."""
+    try:
+        m = HEADER_RE.match(Path(path).read_text())
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not m:
+        return None
+    basic = expr.replace("\\", "\\\\").replace('"', '\\"')
+    for quoted in (f"'{expr}'", f'"{basic}"', f"'''{expr}'''", f'"""{expr}"""', expr):
+        at = m.group(1).find(quoted)
+        if at >= 0:
+            return m.group(1).count("\n", 0, at) + 2  # the TOML text begins on the file's second line
+    return None
+
+
+def evaluate(expr: str, names: Mapping[str, object], where: str, path: Path | None = None):
+    """The value of a header expression; `where` says which (`launch.smem`), after `path`, the template."""
     try:
         return _compiled(expr)(**names)
+    except SecurityError as e:  # one line, at the header's line: the sandbox refused, nothing ran
+        line = expression_line(path, expr) if path else None
+        at = f"{path}:{line}: " if line else f"{path}: " if path else ""
+        raise GemmlabError(f"{at}{where} '{expr}': {sandbox_message(e)}") from None
     except TemplateError as e:
+        where = f"{path}: {where}" if path else where
         raise GemmlabError(f"{where}: cannot evaluate '{expr}': {e}") from None
     except (ArithmeticError, TypeError, ValueError) as e:
+        where = f"{path}: {where}" if path else where
         raise GemmlabError(f"{where}: '{expr}' failed: {e}") from None
 
 
@@ -276,7 +346,7 @@ class Variant:
         """The reason of every constraint these values break, plus the CUDA block-size limits."""
         out = []
         for c in self.constraints:
-            if not evaluate(c.check, values, f"{self.path}: constraint"):
+            if not evaluate(c.check, values, "constraint", self.path):
                 out.append(f"{c.check}: {c.why}")
         if out:
             return out  # the template's own reasons say it better than the generic limits below
@@ -330,7 +400,7 @@ class Variant:
     def _dims(self, exprs: tuple[str, ...], names: Mapping, what: str) -> tuple[int, int, int]:
         dims = []
         for e in exprs:
-            v = evaluate(e, names, f"{self.path}: launch.{what}")
+            v = evaluate(e, names, f"launch.{what}", self.path)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise GemmlabError(f"{self.path}: launch.{what} '{e}' gave {v!r}, not an integer")
             dims.append(v)
@@ -345,12 +415,12 @@ class Variant:
         only the shape's validity is in question)."""
         names = dict(values, M=M, N=N, K=K, SMS=sms)
         for c in self.requires:
-            if not evaluate(c.check, names, f"{self.path}: launch.requires"):
+            if not evaluate(c.check, names, "launch.requires", self.path):
                 raise GemmlabError(f"variant '{self.name}' cannot run shape {M}x{N}x{K}: {c.why} ({c.check})")
         grid = self._dims(self.grid, names, "grid")
         block = self._dims(self.block, names, "block")
-        smem = evaluate(self.smem, names, f"{self.path}: launch.smem")
-        workspace = evaluate(self.workspace, names, f"{self.path}: launch.workspace")
+        smem = evaluate(self.smem, names, "launch.smem", self.path)
+        workspace = evaluate(self.workspace, names, "launch.workspace", self.path)
         reduce_grid = reduce_block = None
         if self.reduce_grid:
             reduce_grid = self._dims(self.reduce_grid, names, "reduce.grid")
@@ -360,12 +430,12 @@ class Variant:
                 raise GemmlabError(
                     f"shape {M}x{N}x{K} needs a grid of {g} blocks for variant '{self.name}'; CUDA allows "
                     f"at most {MAX_GRID_DIM} (x, y, z)", hint="use a larger tile or a smaller shape")
-        zero = bool(evaluate(self.zero_output, names, f"{self.path}: launch.zero_output"))
-        resident = bool(evaluate(self.resident, names, f"{self.path}: launch.resident"))
+        zero = bool(evaluate(self.zero_output, names, "launch.zero_output", self.path))
+        resident = bool(evaluate(self.resident, names, "launch.resident", self.path))
         tma = tuple((op, self._dims(box, names, f"tma.{op}")[:2]) for op, box in self.tma.items())
         order = None
-        if self.gpc_order and evaluate(self.gpc_order["when"], names, f"{self.path}: launch.gpc_order.when"):
-            order = tuple(int(evaluate(self.gpc_order[k], names, f"{self.path}: launch.gpc_order.{k}"))
+        if self.gpc_order and evaluate(self.gpc_order["when"], names, "launch.gpc_order.when", self.path):
+            order = tuple(int(evaluate(self.gpc_order[k], names, f"launch.gpc_order.{k}", self.path))
                           for k in ("cluster", "group"))
         return Geometry(grid, block, int(smem), int(workspace), zero, resident, reduce_grid, reduce_block, tma, order)
 
