@@ -75,7 +75,7 @@ def test_command_checks_only_our_kernel():
     assert "kne=gemm" in argv and "--padding" in argv and argv[-2:] == ["gemmlab.sanitize", "/tmp/job.pickle"]
     assert argv[argv.index("--report-api-errors") + 1] == "no"  # host API errors are not the kernel's findings
     assert "--padding" not in sanitize.command("cs", "racecheck", Path("j"))
-    with pytest.raises(GemmlabError):
+    with pytest.raises(GemmlabError, match="unknown sanitizer tool 'nosuchtool'; choose one of memcheck, racecheck"):
         sanitize.command("cs", "nosuchtool", Path("j"))
 
 

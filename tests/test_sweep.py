@@ -118,19 +118,23 @@ def test_auto_uses_the_cache_then_the_rule():
     assert v.name == "regblock" and params["REG"] == 4 and how.startswith("tuning cache")
 
 
-@pytest.mark.parametrize("shape,variant,bm", [((4096, 4096, 4096), "spread", 128), ((3072, 3072, 3072), "spread", 64),
-                                              ((1024, 1024, 1024), "spread", 64), ((64, 3072, 3072), "pipelined", 64)])
-def test_rule_fills_the_waves(shape, variant, bm):
+@pytest.mark.parametrize("shape,variant,bm,reason", [
+    ((4096, 4096, 4096), "spread", 128, "128 x 256 tiles fill 97% of the SMs' waves"),
+    ((3072, 3072, 3072), "spread", 64, "64 x 128 tiles fill 97% of the SMs' waves (128 x 256: 73%)"),
+    ((1024, 1024, 1024), "spread", 64, "64 x 128 tiles fill 97% of the SMs' waves (128 x 256: 24%)"),
+    ((64, 3072, 3072), "pipelined", 64, "small or skinny C (24 tiles of 64 x 128): K split 16 ways, so that every SM gets work")])
+def test_rule_fills_the_waves(shape, variant, bm, reason):
     name, overrides, why = tuning.rule(Shape(*shape), sms=132)
     params = gemmlab.catalog().get(name).resolve(overrides)
-    assert name == variant and params["BM"] == bm and why
+    assert name == variant and params["BM"] == bm and why == reason
     if shape[0] == 64:
         assert params["SPLIT_K"] == 16  # 24 tiles: 16 slices of 192 make 384 blocks for 132 SMs
 
 
 def test_rule_gives_one_row_narrow_bands_where_there_are_enough():
     name, overrides, why = tuning.rule(Shape(1, 3072, 3072), sms=132)  # 96 bands of 32 columns
-    assert name == "skinny_narrow" and gemmlab.catalog().get(name).resolve(overrides)["COLS"] == 32 and why
+    assert name == "skinny_narrow" and gemmlab.catalog().get(name).resolve(overrides)["COLS"] == 32
+    assert why == "one row of C: 96 bands of 32 columns, each over all of K (no split)"
     assert tuning.rule(Shape(1, 1024, 3072), sms=132)[0] == "skinny_async"  # 32 bands: too few, split K instead
 
 
@@ -138,7 +142,8 @@ def test_rule_gives_one_row_narrow_bands_where_there_are_enough():
 def test_rule_streams_b_for_a_few_rows(m, bm, split):
     name, overrides, why = tuning.rule(Shape(m, 3072, 3072), sms=132)
     params = gemmlab.catalog().get(name).resolve(overrides)  # a valid configuration
-    assert name == "skinny_async" and params["BM"] == bm and params["SPLIT_K"] == split and why
+    assert name == "skinny_async" and params["BM"] == bm and params["SPLIT_K"] == split
+    assert why == f"{m} row(s) of C: a stream of B, {3072 // 128 * (2 if m == 32 else 1)} block(s) of {bm} x 128, K in {split} slice(s)"
     assert tuning.rule(Shape(m, 3072, 64), sms=132)[1]["SPLIT_K"] == 2  # 2 x 2 warps' slices of 16 rows
     assert tuning.rule(Shape(m, 3072, 32), sms=132)[1]["SPLIT_K"] == 1  # none shorter (2 stages of 8 rows)
 
