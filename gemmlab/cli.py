@@ -487,6 +487,7 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
         opts.dtype = v.dtype(params)
         if sanitize:
             return _sanitize(v, params, shape, opts, sanitize, fmt)
+        render(v, params)  # a template that cannot render is one error before any GPU work (cuBLAS included)
         doc, rows, recorder = _run_rows("run", [(v, params)], shape, opts, out_path, with_cublas=not no_cublas)
         status = _emit(doc, rows, fmt, speedups=False, planned=1)
         _error_maps(rows, show_errors, plot_path)
