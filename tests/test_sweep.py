@@ -34,10 +34,10 @@ def test_bad_param_specs(spec, message):
     assert e.value.message == message
 
 
-@pytest.mark.parametrize("spec,values", [("REG=4..4", ["4"]), ("REG=-2..2:2", ["-2", "0", "2"]), ("REG=2..7:2", ["2", "4", "6"]),
+@pytest.mark.parametrize("spec,values", [("EPILOGUE=a=b, c", ["a=b", "c"]), ("REG=4..4", ["4"]), ("REG=-2..2:2", ["-2", "0", "2"]), ("REG=2..7:2", ["2", "4", "6"]),
                                          ("REG = 2 .. 3", ["2", "3"])])
 def test_range_ends(spec, values):
-    assert sweep.parse_spec(spec) == ("REG", values)
+    assert sweep.parse_spec(spec) == (spec.split("=")[0].strip(), values)  # the first = ends the name
 
 
 def test_grid_keeps_the_fixed_values(user_dir):
@@ -48,6 +48,12 @@ def test_grid_keeps_the_fixed_values(user_dir):
     assert valid == [{"DTYPE": "fp16", "TILE": 8}, {"DTYPE": "fp16", "TILE": 16}] and skipped == []
     valid, _ = sweep.grid(v, ["TILE=8,16"])
     assert [p["DTYPE"] for p in valid] == ["fp32", "fp32"]
+
+
+def test_a_skipped_point_gives_its_one_reason(user_dir):
+    write_template(user_dir, "few", GOOD_BODY)  # TILE: 8 or 16
+    _, skipped = sweep.grid(gemmlab.catalog((user_dir,)).get("few"), ["TILE=8,32"])
+    assert skipped == [({"TILE": "32"}, "TILE=32 is not allowed; choose one of: 8, 16")]  # not "cannot run with"
 
 
 def test_grid_has_a_size_limit():

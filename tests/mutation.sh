@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Mutation testing of gemmlab's core modules: mutmut plants small bugs (mutants) in one module at a time
+# and runs the fast CPU tests that cover each mutated function; a mutant no test notices "survived".
+# docs/testing.md has the scores and why each survivor is harmless. Not part of CI: minutes per module.
+#
+#   python3 -m pip install -e ".[test,mutation]"
+#   tests/mutation.sh                      # every module below
+#   tests/mutation.sh sweep worker         # some of them
+#   JOBS=4 MUTATION_DIR=/tmp/m tests/mutation.sh templates
+#
+# Each module runs in a copy of the working tree ($MUTATION_DIR/<module>, default under /tmp), so the
+# checkout is never touched. Per module: mutmut's own results in <module>/results.txt, the score in
+# $MUTATION_DIR/summary.txt. The score is killed / (every mutant some selected test runs: killed,
+# survived, timeout, ...); "no tests" counts mutants of functions no selected test calls (GPU code, code
+# that runs only in a spawned worker process), reported beside the score.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=${MUTATION_DIR:-${TMPDIR:-/tmp}/gemmlab-mutation}
+JOBS=${JOBS:-2}
+
+# The tests that cover each module, and which of their tests to leave out (those that only repeat
+# minutes of work: enumerating every configuration, installing the package).
+declare -A TESTS=(
+  [sweep]="tests/test_sweep.py tests/test_flow.py"
+  [worker]="tests/test_worker.py tests/test_jobs.py"
+  [report]="tests/test_report.py tests/test_device_math.py tests/test_cli.py tests/test_readme.py"
+  [templates]="tests/test_templates.py tests/test_sweep.py"
+  [render]="tests/test_render.py"
+)
+declare -A KEEP=(
+  [templates]="not every_choice_is_usable and not sample_covers and not regular_install and not shipped_winners and not plots_from_recorded"
+  [sweep]="not plots_from_recorded and not shipped_winners"
+  [render]="not every_config_renders_clean"
+)
+# Of report.py only its derived numbers are scored (its tables and markdown are layout).
+declare -A FUNCTIONS=(
+  [report]="x_row x_row_from_history x_add_speedups x_failure_text x_failures x_predictions x_speedup_text"
+)
+
+command -v mutmut >/dev/null || { echo "mutmut is not installed: python3 -m pip install -e \".[mutation]\"" >&2; exit 2; }
+modules=("$@")
+[ ${#modules[@]} -gt 0 ] || modules=(sweep worker report templates render)
+mkdir -p "$WORK"
+
+for m in "${modules[@]}"; do
+  [ -n "${TESTS[$m]:-}" ] || { echo "no tests are listed for gemmlab/$m.py in $0" >&2; exit 2; }
+  dir="$WORK/$m"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  # the working tree as it is (committed or not), without ignored files
+  (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$dir" 2>/dev/null || true)
+  keep=${KEEP[$m]:-}
+  {
+    echo "[mutmut]"
+    echo "source_paths = gemmlab/"
+    echo "only_mutate = gemmlab/$m.py"
+    echo "pytest_add_cli_args_test_selection ="
+    for t in ${TESTS[$m]}; do echo "    $t"; done
+    echo "pytest_add_cli_args ="
+    echo "    -p"
+    echo "    no:cacheprovider"
+    echo "    -x"
+    echo "    -q"
+    if [ -n "$keep" ]; then echo "    -k"; echo "    $keep"; fi
+    echo "also_copy ="
+    for p in kernels tests benchmarks examples README.md; do echo "    $p"; done
+  } > "$dir/setup.cfg"
+  echo "== gemmlab/$m.py against ${TESTS[$m]}${keep:+ (-k $keep)}"
+  start=$(date +%s)
+  (cd "$dir" && mutmut run --max-children "$JOBS" > run.log 2>&1) || { tail -30 "$dir/run.log" >&2; exit 1; }
+  (cd "$dir" && mutmut results --all true 2>/dev/null | sed 's/^ *//' > results.txt)
+  want=${FUNCTIONS[$m]:-}
+  python3 - "$dir/results.txt" "$m" "$(( $(date +%s) - start ))" "$want" <<'EOF' | tee -a "$WORK/summary.txt"
+import collections, sys
+path, module, seconds, want = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
+counts = collections.Counter()
+survivors = []
+for line in open(path):
+    name, _, status = line.strip().rpartition(": ")
+    if not name:
+        continue
+    function = name.split(".")[-1].split("__mutmut_")[0]
+    if want and function not in want:
+        continue
+    counts[status] += 1
+    if status not in ("killed", "no tests", "skipped", "not checked"):
+        survivors.append(name)
+tested = sum(n for status, n in counts.items() if status not in ("no tests", "skipped", "not checked"))
+score = 100.0 * counts["killed"] / tested if tested else float("nan")
+others = ", ".join(f"{status} {n}" for status, n in sorted(counts.items()) if status != "killed")
+print(f"gemmlab/{module}.py: {counts['killed']} of {tested} killed ({score:.1f}%); {others}; {seconds} s"
+      + (f" (functions: {' '.join(want)})" if want else ""))
+for name in survivors:
+    print(f"    survived: {name}")
+EOF
+done
+echo "mutmut show NAME in $WORK/<module> prints a mutant's diff"
