@@ -16,7 +16,8 @@ import time
 
 import gemmlab
 from gemmlab.report import git_commit
-from gemmlab.runner import Problem, Shape, c_tile
+from gemmlab.gpu.problem import Problem, c_tile
+from gemmlab.results.model import Shape
 from planted import PLANTS, write
 
 ODD = [(1000, 999, 1001), (1000, 1000, 520)]  # the second where TMA needs N and K multiples of 8

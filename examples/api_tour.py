@@ -11,7 +11,8 @@ import sys
 
 import gemmlab
 from gemmlab.api import default_arch
-from gemmlab.runner import Problem, Shape
+from gemmlab.gpu.problem import Problem
+from gemmlab.results.model import Shape
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--variant", default="tiled")

@@ -19,10 +19,16 @@ from .api import build, catalog, choose  # noqa: E402
 
 
 def __getattr__(name):  # the GPU side is imported on first use: `import gemmlab` stays fast and GPU-free
-    if name in ("Problem", "Shape", "Result", "bench"):
-        from . import runner
-        return getattr(runner, name)
+    if name in ("Shape", "Result"):
+        from .results import model
+        return getattr(model, name)
+    if name == "Problem":
+        from .gpu.problem import Problem
+        return Problem
+    if name == "bench":
+        from .gpu.bench import bench
+        return bench
     if name in ("get_device", "DeviceInfo"):
-        from . import device
+        from .gpu import device
         return getattr(device, name)
     raise AttributeError(name)

@@ -30,7 +30,7 @@ def default_arch(arch: str | None = None) -> tuple[str, str | None]:
     if arch:
         return arch, None
     try:
-        from .device import get_device
+        from .gpu.device import get_device
         return get_device().arch, None
     except GemmlabError:
         return "sm_90", "no GPU found: compiling for sm_90 (give --arch to choose)"
@@ -47,10 +47,10 @@ def choose(M: int, N: int, K: int, device: str | None = None, sms: int | None = 
            kernels_dirs: tuple[str | Path, ...] = ()) -> tuple[Variant, dict, str]:
     """`--variant auto` for the API: (variant, params, why) for this shape on `device` (a GPU name as
     `gemmlab device` shows it; default: this machine's GPU), from the tuning cache or the rule."""
-    from .runner import Shape
+    from .results.model import Shape
     from .tuning import choose as pick
     if device is None or sms is None:
-        from .device import get_device
+        from .gpu.device import get_device
         dev = get_device()
         device, sms = device or dev.name, sms or dev.sms
     return pick(catalog(kernels_dirs), device, Shape(M, N, K), sms)

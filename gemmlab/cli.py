@@ -230,7 +230,7 @@ def names_list(text: str, option: str) -> list[str]:
 
 
 def make_shape(size, m, n, k):
-    from .runner import Shape
+    from .results.model import Shape
     return Shape(m or size, n or size, k or size)
 
 
@@ -257,8 +257,9 @@ def _new_file(path, option: str) -> Path | None:
 
 def _spinner(*columns) -> Progress:
     """A transient progress line on stderr: what runs now, and for how long."""
+    console = err()  # where stderr is no terminal (a pipe, a test), no progress line: it would leave blank lines
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), *columns, TimeElapsedColumn(),
-                    console=err(), transient=True)
+                    console=console, transient=True, disable=not console.is_terminal)
 
 
 SANITIZE_SHAPE = (257, 131, 97)  # odd, and more than one tile in every direction: the edges get exercised
@@ -503,7 +504,7 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
 
 def _gpu_or_fail() -> None:
     """Start a worker once to learn that there is a GPU to run on (a GemmlabError if not)."""
-    from .runner import Shape
+    from .results.model import Shape
     from .worker import GPU_JOBS, SETUP_TIMEOUT_S, Isolated
     with _spinner() as progress:
         task = progress.add_task("look for a GPU")
@@ -589,7 +590,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
 
 def _on_gpu(request: tuple, what: str):
     """(device, answer) for one request to a worker that needs no GEMM inputs (bandwidth, occupancy)."""
-    from .runner import Shape
+    from .results.model import Shape
     from .worker import SETUP_TIMEOUT_S, Isolated
     with _spinner() as progress:
         task = progress.add_task(what)
@@ -651,7 +652,7 @@ def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path,
     """The 12 shapes of the MIT 6.S894 lab against cuBLAS: roofline bound, % of it, the course's targets."""
     from . import suite as lab
     from .jobs import Options
-    from .runner import Shape
+    from .results.model import Shape
     fmt = output_format(as_json, as_csv)
     out_path, plot_path = _new_file(out_path, "--out"), _new_file(plot_path, "--plot")
     shapes = [(Shape(*s), t) for s, t in lab.SHAPES]
@@ -929,7 +930,7 @@ def build(names, arch, all_configs, limit, yes, jobs_, no_cache, dtype, kernels_
             raise GemmlabError("nothing built", hint="--limit N builds N of them, each variant's defaults first")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=err(),
-                  transient=True) as progress:
+                  transient=True, disable=not err().is_terminal) as progress:
         task = progress.add_task(f"compile for {arch}", total=len(plan))
         rows, interrupted = grids.build_all(plan, arch, use_cache=not no_cache, jobs=jobs,
                                             on_row=lambda row: progress.advance(task))
@@ -1018,11 +1019,12 @@ def cache_cmd(clear, as_json, as_csv):
 @output_options
 def device(measure, as_json, as_csv):
     """The GPU: SMs, clocks, memory, caches, and how its peaks are computed."""
-    from .device import get_device, measure_copy_bandwidth
+    from .gpu.device import get_device, measure_copy_bandwidth
     dev = get_device()
     doc = dev.to_json()
     if measure:
-        from .runner import Problem, Shape
+        from .gpu.problem import Problem
+        from .results.model import Shape
         doc["measured_copy_tbs"] = measure_copy_bandwidth() / 1e12
         r = Problem(Shape(8192, 8192, 8192)).cublas()
         doc["measured_cublas_fp32_tflops"] = r.shape.flops / (r.timing.median_ms * 1e-3) / 1e12

@@ -454,7 +454,7 @@ _loaded: dict[str, object] = {}  # key -> cupy.RawModule
 
 def load(compiled: Compiled, name: str = ENTRY):
     """A kernel of the cubin as a cupy.RawKernel, loaded through cupy.RawModule (needs a GPU)."""
-    from .device import cuda
+    from .gpu.device import cuda
     cupy = cuda()
     if compiled.key not in _loaded:
         _loaded[compiled.key] = cupy.RawModule(path=str(compiled.cubin_path))

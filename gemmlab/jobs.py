@@ -20,7 +20,8 @@ from . import report
 from .compile import compile_rendered
 from .errors import GemmlabError
 from .render import render
-from .runner import CUBLAS_SOURCE, Result, Shape, Timing
+from .gpu.launch import CUBLAS_SOURCE
+from .results.model import Result, Shape, Timing
 from .worker import SETUP_TIMEOUT_S, Fault, Isolated
 
 DEFAULT_TIMEOUT_S = 60.0

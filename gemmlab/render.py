@@ -18,7 +18,7 @@ from jinja2.ext import Extension
 from jinja2.lexer import Token
 
 from .errors import GemmlabError
-from .gpc import MAX_SLOTS
+from .gpu.gpc import MAX_SLOTS
 from .templates import BODY_GLOBALS, C_TYPES, Sandbox, Variant, builtin_dir, sandbox_message, show_params
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.

@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__
-from .runner import Result
+from .results.model import Result
 from .templates import show_params, show_value
 
 
@@ -120,7 +120,8 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
 
 def row_from_history(h: dict, peak_flops: float, cublas_ms: float | None = None) -> dict:
     """A row for a result a sweep takes from the history instead of measuring the same kernel again."""
-    from .runner import Check, Shape, Timing
+    from .results.check import Check
+    from .results.model import Shape, Timing
     r = Result(h["variant"], h["params"], Shape(h["M"], h["N"], h["K"]), source=h["template"] or "",
                dtype=h["dtype"], check=Check(h["rel_err"], math.nan, "history"),
                timing=Timing(h["ms"], h["ms"], h["ms"], 0, samples=h.get("samples")))
@@ -640,7 +641,7 @@ FACT_COLUMNS = [
 def device_info(doc: dict):
     """A DeviceInfo again from its `device --json` document (or a results file's "device")."""
     from dataclasses import fields
-    from .device import DeviceInfo
+    from .gpu.device import DeviceInfo
     values = {f.name: doc[f.name] for f in fields(DeviceInfo)}
     values["cc"] = tuple(values["cc"])
     return DeviceInfo(**values)

@@ -164,8 +164,8 @@ def _child(job_path: str) -> None:
     out = Path(job_path).with_suffix(".json")
     try:
         from .compile import compile_rendered
-        from .device import cuda
-        from .runner import Problem
+        from .gpu.device import cuda
+        from .gpu.problem import Problem
         cuda().cuda.set_allocator(None)  # one cudaMalloc per array: the sanitizer sees every array's end
         rendered = job["rendered"]
         problem = Problem(job["shape"], job["seed"], dtype=rendered.variant.dtype(rendered.params))

@@ -10,7 +10,7 @@ here needs a GPU.
 
 from __future__ import annotations
 
-from .runner import Shape
+from .results.model import Shape
 
 # (M, N, K), the course's target in % of the roofline bound (None: no target)
 SHAPES: list[tuple[tuple[int, int, int], int | None]] = [

@@ -217,7 +217,7 @@ class GpuJobs:
     worker loads the cubin."""
 
     def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
-        from .runner import Problem
+        from .gpu.problem import Problem
         self.phase = phase or (lambda text, expect_s=0.0: None)
         self.phase("make the inputs and the reference")
         self.problem = Problem(shape, seed, fp64_check=fp64_check, dtype=dtype)
@@ -228,10 +228,10 @@ class GpuJobs:
 
     def handle(self, request):
         if request[0] == "occupancy":  # bandwidth against forced warps per SM
-            from .occupancy import measure
+            from .gpu.occupancy import measure
             return measure(self.phase)
         if request[0] == "bandwidth":  # for the roofline: device-to-device copy, bytes/s
-            from .device import measure_copy_bandwidth
+            from .gpu.device import measure_copy_bandwidth
             self.phase("measure the copy bandwidth")
             return measure_copy_bandwidth()
         if request[0] == "cublas":

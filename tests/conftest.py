@@ -38,9 +38,9 @@ def pytest_unconfigure(config):
 @functools.lru_cache(maxsize=None)
 def gpu_probe() -> str | None:
     """None when a CUDA GPU can be used, else why not: gemmlab's own "no CUDA GPU" message, with the
-    exception behind it. Anything else (a bug in gemmlab.device, say) is raised, not taken for a
+    exception behind it. Anything else (a bug in gemmlab.gpu.driver, say) is raised, not taken for a
     machine without a GPU: skipping every GPU test would hide it."""
-    from gemmlab.device import cuda
+    from gemmlab.gpu.driver import cuda
     from gemmlab.errors import GemmlabError
     try:
         cuda()

@@ -45,7 +45,7 @@ class Echo:
 def passing_check():
     """A Check that passed, whichever fields runner.Check has (its rewrite renames them)."""
     import dataclasses
-    from gemmlab.runner import Check
+    from gemmlab.results.check import Check
     values = dict(rel_err=1e-7, max_abs_err=1e-6, tol=1e-5, reference="cupy.matmul")
     return Check(**{f.name: values[f.name] for f in dataclasses.fields(Check) if f.name in values})
 
@@ -61,13 +61,13 @@ class FakeGpu:
         self.shape, self.seed, self.dtype, self.poisoned, self.requests = shape, seed, dtype, False, 0
 
     def info(self):
-        from gemmlab.device import DeviceInfo
+        from gemmlab.gpu.device import DeviceInfo
         dev = DeviceInfo(0, "Fake H100", (9, 0), 132, 1980000, 2619000, 5120, 50 << 20, 80 << 30, 48 << 10,
                          227 << 10, 228 << 10, 65536, 2048, "13.0", "13.0")
         return {"device": dev, "seed": self.seed}
 
     def handle(self, request):
-        from gemmlab.runner import Result, Timing
+        from gemmlab.results.model import Result, Timing
         self.requests += 1
         if request[0] == "bandwidth":
             return 3.0e12
@@ -90,7 +90,7 @@ class FakeGpu:
                               error="the kernel failed: illegal address")
             if name == "wrong":  # a real verdict of the check on a C with one 16 x 16 tile of zeros
                 import numpy as np
-                from gemmlab import check
+                from gemmlab.results import check
                 ref = np.ones((64, 64), np.float32)
                 C = ref.copy()
                 C[32:48, 16:32] = 0
@@ -110,7 +110,7 @@ class StubProblem:
         self.shape, self.seed, self.dtype, self.device = shape, seed, dtype, "stub device"
 
     def run(self, variant, params, compiled, reps, timed=True, phase=None):
-        from gemmlab.runner import Result, Timing
+        from gemmlab.results.model import Result, Timing
         if variant.name == "oob":
             return Result(variant.name, dict(params), self.shape, fault="CRASHED",
                           error="the kernel failed: an illegal memory access was encountered")
@@ -121,7 +121,7 @@ class StubbedGpuJobs:
     """worker.GpuJobs itself, the real handler, on StubProblem: what it does after a job, in a worker."""
 
     def __new__(cls, *args, **kwargs):
-        import gemmlab.runner
+        import gemmlab.gpu.problem
         from gemmlab.worker import GpuJobs
-        gemmlab.runner.Problem = StubProblem  # GpuJobs imports it when it is made: in this worker process only
+        gemmlab.gpu.problem.Problem = StubProblem  # GpuJobs imports it when it is made: in this worker process only
         return GpuJobs(*args, **kwargs)

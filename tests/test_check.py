@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from gemmlab import check
-from gemmlab.check import ALPHA, BETA
-from gemmlab.runner import INPUT_SETS, Problem, Shape, c_tile, from_bf16, to_bf16
+from gemmlab.results import check
+from gemmlab.results.check import ALPHA, BETA
+from gemmlab.gpu.problem import INPUT_SETS, Problem, c_tile, from_bf16, to_bf16
+from gemmlab.results.model import Shape
 
 
 def problem(M, N, K, dtype="fp32", seed=5):
@@ -378,7 +379,7 @@ def test_input_sets_differ_and_are_reproducible():
 
 
 def test_integers_are_not_exact_past_fp32s_bits():
-    from gemmlab.runner import Inputs
+    from gemmlab.gpu.problem import Inputs
     big = Inputs(np, Shape(1, 1, 200_000), "fp32", 1, INPUT_SETS[2], False)
     assert not big.exact and big.bound[0, 0] > 0
 
@@ -406,7 +407,7 @@ def test_run_says_where_a_kernel_is_wrong_and_draws_it(fake_gpu, user_dir, tmp_p
 
 
 def test_clock_summary():
-    from gemmlab.clocks import summarize
+    from gemmlab.gpu.clocks import summarize
     assert summarize([], 0) is None
     s = summarize([1980, 1755, 1410, 1980, 1800], 0x4 | 0x40 | 0x1)
     assert s == {"sm_mhz": [1410, 1800, 1980], "samples": 5, "throttle": ["power cap", "thermal (hardware)"]}
@@ -422,7 +423,7 @@ def test_clock_note_only_where_the_clock_was_held_down():
 
 def test_rounds_keep_every_sample_and_clock():
     from gemmlab.jobs import merge_rounds
-    from gemmlab.runner import Result, Timing
+    from gemmlab.results.model import Result, Timing
     rs = [Result("k", {}, Shape(8, 8, 8), check=check.Check(1e-7, 0.0, "r"),
                  timing=Timing(m, m, m, 3, samples=[m] * 3,
                                clocks={"sm_mhz": [lo, 1700, 1900], "samples": 4, "throttle": t}))

@@ -5,8 +5,9 @@ import math
 import pytest
 
 from gemmlab import GemmlabError
-from gemmlab.device import DeviceInfo, dram_bandwidth, fp32_lanes, fp32_peak
-from gemmlab.runner import Check, Result, Shape, Timing
+from gemmlab.gpu.device import DeviceInfo, dram_bandwidth, fp32_lanes, fp32_peak
+from gemmlab.results.check import Check
+from gemmlab.results.model import Result, Shape, Timing
 from gemmlab import report
 
 

@@ -6,9 +6,9 @@ import pytest
 
 import gemmlab
 from gemmlab.errors import GemmlabError
-from gemmlab.gpc import MAX_SLOTS, join, order_argument, slot_table
+from gemmlab.gpu.gpc import MAX_SLOTS, join, order_argument, slot_table
 from gemmlab.render import render
-from gemmlab.runner import Shape
+from gemmlab.results.model import Shape
 from conftest import GOOD_BODY, write_template
 
 # The GPCs of run 55's H100 (benchmarks/h100-power-experiments.txt): SM numbers go round 8 GPCs two at a
@@ -83,8 +83,8 @@ def test_gpc_order_needs_all_three_expressions(user_dir):
 
 @pytest.mark.gpu
 def test_the_probe_finds_every_sm_in_one_gpc_and_clusters_inside_them():
-    from gemmlab.device import get_device
-    from gemmlab.gpc import gpc_map
+    from gemmlab.gpu.device import get_device
+    from gemmlab.gpu.gpc import gpc_map
     sms = get_device().sms
     gpcs = gpc_map(sms)
     assert sorted(s for g in gpcs for s in g) == list(range(sms))
@@ -101,7 +101,7 @@ def test_wgmma_ws_in_gpc_order_is_right(shape, params):
     """With the table the clusters take their tiles by the SM pair they run on; every tile must still be
     done once (C is poisoned first), over timed launches and the check after them."""
     from gemmlab.compile import load
-    from gemmlab.runner import Problem
+    from gemmlab.gpu.problem import Problem
     v = gemmlab.catalog().get("wgmma_ws")
     params = v.resolve(v.for_dtype("bf16", params))
     p = Problem(Shape(*shape), dtype="bf16")

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 import gemmlab
 from gemmlab.cli import cli
-from gemmlab.runner import Problem, Shape
+from gemmlab.gpu.problem import Problem
+from gemmlab.results.model import Shape
 from conftest import GOOD_BODY, ROOT, write_template
 
 pytestmark = pytest.mark.gpu

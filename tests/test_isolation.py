@@ -70,7 +70,7 @@ def test_require_gpu_fails_a_run_whose_cupy_is_broken(tmp_path):
 
 
 def test_the_gpu_probe_says_why_and_hides_nothing_else(monkeypatch):
-    import gemmlab.device
+    import gemmlab.gpu.driver
     from gemmlab.errors import GemmlabError
     probe = conftest.gpu_probe.__wrapped__  # not the cached answer
 
@@ -80,7 +80,7 @@ def test_the_gpu_probe_says_why_and_hides_nothing_else(monkeypatch):
         except RuntimeError:
             raise GemmlabError("no CUDA GPU is available: cudaErrorNoDevice") from None
 
-    monkeypatch.setattr(gemmlab.device, "cuda", no_gpu)
+    monkeypatch.setattr(gemmlab.gpu.driver, "cuda", no_gpu)
     why = probe()
     assert why.startswith("no CUDA GPU is available: cudaErrorNoDevice\n")
     assert "RuntimeError: cudaErrorNoDevice: no CUDA-capable device is detected" in why
@@ -88,10 +88,10 @@ def test_the_gpu_probe_says_why_and_hides_nothing_else(monkeypatch):
     def bug():
         raise AttributeError("module 'cupy' has no attribute 'cuda'")
 
-    monkeypatch.setattr(gemmlab.device, "cuda", bug)
+    monkeypatch.setattr(gemmlab.gpu.driver, "cuda", bug)
     with pytest.raises(AttributeError, match="has no attribute 'cuda'"):  # a bug, not a machine without a GPU
         probe()
-    monkeypatch.setattr(gemmlab.device, "cuda", lambda: "cupy")
+    monkeypatch.setattr(gemmlab.gpu.driver, "cuda", lambda: "cupy")
     assert probe() is None
 
 

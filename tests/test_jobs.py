@@ -5,7 +5,7 @@ import pytest
 
 import gemmlab
 from gemmlab.jobs import Options, run_jobs
-from gemmlab.runner import Shape
+from gemmlab.results.model import Shape
 from conftest import GOOD_BODY, write_template
 
 

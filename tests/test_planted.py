@@ -5,7 +5,8 @@ into are restored, so the kernel after it still passes."""
 import pytest
 
 import gemmlab
-from gemmlab.runner import Problem, Shape
+from gemmlab.gpu.problem import Problem
+from gemmlab.results.model import Shape
 from planted import PLANTS, write
 
 CASES = [(p, d) for p in PLANTS for d in p.dtypes]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab import occupancy, profile
+from gemmlab import profile
+from gemmlab.gpu import occupancy
 from gemmlab.errors import GemmlabError
 from gemmlab.plots import occupancy_plot
 from test_cli import invoke

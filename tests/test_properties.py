@@ -10,7 +10,7 @@ import gemmlab
 from gemmlab.compile import compile_rendered
 from gemmlab.errors import GemmlabError
 from gemmlab.render import render
-from gemmlab.runner import INT32_MAX, Shape
+from gemmlab.results.model import INT32_MAX, Shape
 from gemmlab.templates import show_value
 from conftest import GOOD_BODY, write_template
 from test_cli import invoke
@@ -144,7 +144,7 @@ def test_any_template_text_builds_or_fails_clearly(tmp_path_factory, body):
 @settings(max_examples=40, **SETTINGS)
 @given(data=st.data())
 def test_any_valid_configuration_and_shape_is_right_on_the_gpu(data):
-    from gemmlab.runner import Problem
+    from gemmlab.gpu.problem import Problem
     v = data.draw(st.sampled_from(LADDER))
     params = data.draw(st.sampled_from(v.sample()))
     m, n, k = (data.draw(st.integers(1, 300)) for _ in range(3))

@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 import gemmlab
 from gemmlab import GemmlabError
 from gemmlab.cli import cli
-from gemmlab.gpc import MAX_SLOTS
+from gemmlab.gpu.gpc import MAX_SLOTS
 from gemmlab.render import LineTags, _untag, render
 from gemmlab.templates import C_TYPES, UNSAFE, builtin_dir, cdiv, discover, load_variant
 from conftest import GOOD_BODY, write_template
@@ -307,7 +307,7 @@ def test_run_and_sweep_stop_at_an_evil_body_before_its_kernel_reaches_the_gpu(us
 
 def test_a_run_through_the_api_makes_an_error_row_and_never_sends_the_kernel(user_dir, tmp_path, monkeypatch):
     from gemmlab.jobs import Options, run_jobs
-    from gemmlab.runner import Shape
+    from gemmlab.results.model import Shape
     log = tmp_path / "requests.log"
     monkeypatch.setenv("FAKEGPU_LOG", str(log))
     mark = tmp_path / "pwned"

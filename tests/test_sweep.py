@@ -10,7 +10,7 @@ from gemmlab.errors import GemmlabError
 from gemmlab.jobs import Options, run_jobs
 from gemmlab.plots import sweep_plot
 from gemmlab.render import render
-from gemmlab.runner import Shape
+from gemmlab.results.model import Shape
 from conftest import GOOD_BODY, write_template
 
 

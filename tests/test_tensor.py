@@ -11,11 +11,11 @@ from click.testing import CliRunner
 import gemmlab
 from gemmlab.cli import cli
 from gemmlab.compile import compile_rendered, sass
-from gemmlab.device import DeviceInfo
+from gemmlab.gpu.device import DeviceInfo
 from gemmlab.errors import GemmlabError
 from gemmlab.render import render
-from gemmlab.check import U_INPUT
-from gemmlab.runner import ITEM_BYTES, Shape
+from gemmlab.results.check import U_INPUT
+from gemmlab.results.model import ITEM_BYTES, Shape
 from gemmlab.templates import DTYPES, discover
 from conftest import write_template
 
@@ -60,7 +60,7 @@ def test_out_of_memory_in_the_check_is_a_clear_error():
     """The other input sets and the epilogue's C0 come after the inputs: running out there is one clear
     error too (numpy stands in for cupy; the launch runs out)."""
     import numpy as np
-    from gemmlab.runner import Problem
+    from gemmlab.gpu.problem import Problem
 
     def no_memory(inputs):
         def launch():
@@ -236,7 +236,7 @@ def test_cli_list_show_build_take_dtype():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cublas_and_reference_per_dtype(dtype):
-    from gemmlab.runner import Problem
+    from gemmlab.gpu.problem import Problem
     p = Problem(Shape(257, 136, 104), dtype=dtype)
     assert p.A.dtype.itemsize == ITEM_BYTES[dtype] and p.C.dtype.name == "float32"
     r = p.cublas(min_reps=1)
@@ -250,7 +250,7 @@ def test_cublas_and_reference_per_dtype(dtype):
 def test_bf16_rounds_to_nearest_even():
     import cupy
     import numpy as np
-    from gemmlab.runner import from_bf16, to_bf16
+    from gemmlab.gpu.problem import from_bf16, to_bf16
     x = cupy.asarray(np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5, 3.14159265], np.float32))
     got = from_bf16(to_bf16(x)).get()
     assert got.tolist() == [1.0, 1.0, 1 + 2**-6, -2.5, 3.140625]
@@ -259,7 +259,7 @@ def test_bf16_rounds_to_nearest_even():
 @pytest.mark.gpu
 def test_tensor_map_errors_are_clear():
     import cupy
-    from gemmlab.runner import tensor_map
+    from gemmlab.gpu.launch import tensor_map
     a = cupy.zeros((64, 64), dtype=cupy.float16)
     assert tensor_map(a, (64, 64), "fp16").nbytes == 128
     with pytest.raises(GemmlabError, match="cuTensorMapEncodeTiled refused a 64 x 64 fp16 matrix with box .512, 64."):
@@ -272,7 +272,7 @@ def test_tensor_map_errors_are_clear():
 @pytest.mark.parametrize("name", TENSOR)
 @pytest.mark.parametrize("epilogue", ["alpha_beta", "bias_relu"])
 def test_epilogues_on_the_gpu(name, epilogue):
-    from gemmlab.runner import Problem
+    from gemmlab.gpu.problem import Problem
     v = gemmlab.catalog().get(name)
     params = v.resolve({"EPILOGUE": epilogue})
     r = Problem(Shape(300, 264, 136), dtype=v.dtype(params)).run(v, params, gemmlab.build(v, params), timed=False)
@@ -285,7 +285,8 @@ def test_wgmma_tf32_rounds_both_operands_to_nearest(operand):
     """x = 1 + 3/4 of TF32's last place: rounded to nearest it is 1 + 2^-10, truncated 1. wgmma_tf32's tensor
     maps have the copy engine round A and B; with FP32 maps the tensor cores truncated A. K = 32 products of
     x and 1 sum exactly in FP32, so C tells which happened, as cuBLAS's TF32 GEMM does it."""
-    from gemmlab.runner import Problem, cublas_gemm
+    from gemmlab.gpu.launch import cublas_gemm
+    from gemmlab.gpu.problem import Problem
     x, rounded = 1 + 0.75 * 2.0 ** -10, 1 + 2.0 ** -10
     v = gemmlab.catalog().get("wgmma_tf32")
     params = v.resolve(v.for_dtype("tf32", {}))
@@ -328,7 +329,7 @@ def test_compare_takes_its_type_from_the_first_named_variant():
     ((512, 8704, 1024), "bf16", {"CLUSTER_M": 2}),
     ((1000, 4352, 1048), "fp16", {"CLUSTER_M": 2, "EPILOGUE": "alpha_beta"})])
 def test_stream_k_shares_out_the_last_wave(shape, dtype, params):
-    from gemmlab.runner import Problem
+    from gemmlab.gpu.problem import Problem
     v = gemmlab.catalog().get("wgmma_ws")
     params = v.resolve(v.for_dtype(dtype, params))
     assert params["STREAM_K"] and v.geometry(params, *shape, 132).workspace > 0
@@ -345,8 +346,8 @@ def test_every_cluster_of_the_persistent_grid_is_resident(name, dtype, cluster):
     before each launch); for wgmma_tf32 a cluster left over would run as a second wave. (With 4-block
     clusters the H100 places 30 of 33: they are not offered.)"""
     from gemmlab.compile import load
-    from gemmlab.device import get_device
-    from gemmlab.runner import resident_blocks
+    from gemmlab.gpu.device import get_device
+    from gemmlab.gpu.launch import resident_blocks
     v = gemmlab.catalog().get(name)
     params = v.resolve(v.for_dtype(dtype, {}))
     assert params[cluster] == 2
@@ -362,7 +363,7 @@ def test_a_grid_that_cannot_all_run_at_once_is_refused():
     """Told the GPU has twice its SMs, wgmma_ws sizes its persistent grid for them: stream-K's blocks would
     wait for blocks that never start. The runner refuses it, before any launch, with one clear message."""
     import dataclasses
-    from gemmlab.runner import Problem
+    from gemmlab.gpu.problem import Problem
     v = gemmlab.catalog().get("wgmma_ws")
     params = v.resolve(v.for_dtype("bf16", {}))
     p = Problem(Shape(4096, 4096, 64), dtype="bf16")

@@ -10,7 +10,7 @@ import tomllib
 import pytest
 
 from gemmlab import report
-from gemmlab.runner import Result, Shape
+from gemmlab.results.model import Result, Shape
 from gemmlab.templates import builtin_dir
 from conftest import ROOT
 
@@ -232,7 +232,7 @@ def test_report_shows_the_device_and_profile_files_gemmlab_wrote(name, needle):
 
 
 def test_no_driver_is_said_in_words(monkeypatch):
-    from gemmlab import device
+    from gemmlab.gpu import driver as device
     monkeypatch.setattr(device, "_driver_version", lambda: None)
     e = Exception("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version")
     assert device._why_no_cuda(e) == "no NVIDIA driver found (libcuda.so.1 cannot be loaded)"

@@ -101,11 +101,11 @@ def _job(name):
 
 
 def test_gpu_jobs_marks_itself_poisoned_after_a_fault_and_only_then(monkeypatch):
-    import gemmlab.runner
-    from gemmlab.runner import Shape
+    import gemmlab.gpu.problem
+    from gemmlab.results.model import Shape
     from gemmlab.worker import GpuJobs
     from handlers import StubProblem
-    monkeypatch.setattr(gemmlab.runner, "Problem", StubProblem)
+    monkeypatch.setattr(gemmlab.gpu.problem, "Problem", StubProblem)
     jobs = GpuJobs(Shape(8, 8, 8), 1, False)
     assert jobs.poisoned is False and jobs.info() == {"device": "stub device", "seed": 1}
     assert jobs.handle(_job("tiled")).status == "PASS" and jobs.poisoned is False

@@ -20,7 +20,7 @@ import ctypes
 
 import numpy as np
 
-from .errors import GemmlabError
+from ..errors import GemmlabError
 
 # Launch arguments hold up to this many slots (the H100 has 66 TPCs, the B200 74): a 256-byte struct. Templates
 # size their GpcOrder struct by it (GPC_SLOTS, a global of the render environment).
@@ -69,9 +69,8 @@ def join(clusters: list[list[int]], sms: int) -> list[list[int]]:
 def gpc_map(sms: int, sizes=(16, 12, 8, 4), reps: int = 2) -> list[list[int]]:
     """The GPU's SMs grouped by GPC (sorted lists of SM numbers), from launches of clusters of `sizes`
     blocks (16 is a non-portable size, which the H100 allows), as many at once as fit."""
-    from .device import cuda
-    from .runner import _driver
-    cupy, drv = cuda(), _driver()
+    from .driver import bindings, cuda
+    cupy, drv = cuda(), bindings()
     index = cupy.cuda.runtime.getDevice()
     if index in _maps:
         return _maps[index]

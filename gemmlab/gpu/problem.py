@@ -1,8 +1,8 @@
-"""Run a compiled variant on the GPU: make inputs, launch, check against a reference, time.
+"""The inputs of one shape and type on the GPU, and the run of a compiled kernel on them: launch, check
+every element (gemmlab/results/check.py), guard the inputs, then time (gemmlab/gpu/bench.py).
 
-Correctness comes first: C is filled with NaN before the checked launch, so an element the kernel
-never writes fails the check; a kernel that fails is never timed. Timing follows Triton's do_bench:
-CUDA events around each repetition, the L2 cache flushed before each one, warm-up first, the median.
+Correctness comes first: C is filled with NaN before each checked launch, so an element the kernel
+never writes fails; a kernel that fails is never timed.
 """
 
 from __future__ import annotations
@@ -13,136 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import check as checking
-from .check import ALPHA, BETA, Check
-from .clocks import ClockWatch
-from .compile import Compiled, Resources
-from .device import DeviceInfo, cuda, get_device
-from .errors import GemmlabError
-from .templates import Geometry, Variant
-
-# A variant with an EPILOGUE parameter takes (float alpha, float beta, const float* bias) after K:
-# C = alpha * A@B + beta * C (alpha_beta), C = max(A@B + bias[col], 0) (bias_relu), or plain A@B (none).
-ITEM_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
-CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
-                 "bf16": "cublasGemmEx BF16"}
-_ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)  # alpha and beta for cuBLAS (host pointers)
-FLUSH_BYTES = 256 << 20  # larger than any L2 so far (H100: 50 MB), as in Triton's do_bench
-INT32_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class Shape:
-    M: int
-    N: int
-    K: int
-
-    def __post_init__(self):
-        for n in ("M", "N", "K"):
-            v = getattr(self, n)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise GemmlabError(f"{n} must be a positive integer, not {v!r}")
-        for what, elems in (("A (M x K)", self.M * self.K), ("B (K x N)", self.K * self.N),
-                            ("C (M x N)", self.M * self.N)):
-            if elems > INT32_MAX:
-                raise GemmlabError(f"{what} of shape {self} has {elems} elements; the kernels index "
-                                   f"with 32-bit integers, so at most {INT32_MAX}")
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.M * self.N * self.K
-
-    def __str__(self) -> str:
-        return f"{self.M}x{self.N}x{self.K}"
-
-    def bytes_needed(self, fp64_check: bool = False, dtype: str = "fp32") -> int:
-        """GPU memory for a run: two sets of inputs at a time (the timed one, and one of the others while
-        it is checked), each A and B in their type with pristine copies, the reference and the bound;
-        C, C0 and the check's temporaries; the FP32 copies made while inputs are generated; the flush
-        buffer. In float64 where the reference is."""
-        mk, kn, mn = self.M * self.K, self.K * self.N, self.M * self.N
-        item, r = ITEM_BYTES[dtype], 8 if fp64_check else 4
-        per_set = 2 * item * (mk + kn) + 2 * r * mn
-        return 2 * per_set + 8 * mn + 4 * r * mn + 8 * (mk + kn) + FLUSH_BYTES
-
-
-@dataclass
-class Timing:
-    median_ms: float
-    min_ms: float
-    max_ms: float
-    reps: int
-    rounds: list[float] | None = None  # each round's median, where the time is the median of several rounds
-    samples: list[float] | None = None  # every timed repetition, ms: the noise of a comparison comes from them
-    clocks: dict | None = None  # the SM clock and throttle reasons while it was timed (clocks.py), if NVML is there
-
-
-@dataclass
-class Result:
-    """One row: a variant (or cuBLAS) at one parameter set on one shape."""
-    name: str
-    params: dict
-    shape: Shape
-    check: Check | None = None
-    timing: Timing | None = None
-    resources: Resources | None = None
-    geometry: Geometry | None = None
-    blocks_per_sm: int | None = None
-    compile_ms: float | None = None
-    cached: bool | None = None
-    source: str = ""
-    user: bool = False
-    dtype: str = "fp32"
-    error: str | None = None
-    fault: str | None = None  # CRASHED or TIMEOUT: the kernel took its process down (error says how)
-
-    @property
-    def status(self) -> str:
-        if self.fault:
-            return self.fault
-        if self.error:
-            return "ERROR"
-        if self.check is None:
-            return "-"
-        return "PASS" if self.check.passed else "FAIL"
-
-    @property
-    def valid_time(self) -> float | None:
-        """The median time, only for a result that was checked and passed."""
-        return self.timing.median_ms if self.timing and self.check and self.check.passed else None
-
-
-def bench(fn, min_reps: int = 10, min_time_ms: float = 100.0, max_reps: int = 1000,
-          flush: bool = True, phase=None) -> Timing:
-    """Median time of fn() in ms: events around each call, L2 flushed before each call. `phase(text,
-    seconds)` is told how long the timed repetitions should take (a worker's time limit allows for it)."""
-    cupy = cuda()
-    buf = cupy.empty(FLUSH_BYTES, dtype=cupy.uint8) if flush else None
-
-    def timed(n: int) -> list[float]:
-        starts = [cupy.cuda.Event() for _ in range(n)]
-        ends = [cupy.cuda.Event() for _ in range(n)]
-        for s, e in zip(starts, ends):
-            if buf is not None:
-                buf.fill(0)  # evict A, B and C from L2: every repetition starts cold, as a real one would
-            s.record()
-            fn()
-            e.record()
-        ends[-1].synchronize()
-        return [cupy.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)]
-
-    if phase:
-        phase("warm up")
-    first = timed(1)[0]  # warm-up, and an estimate of one call
-    warm = min(max(1, math.ceil(25.0 / max(first, 1e-3))), 50)
-    est = float(np.median(timed(warm)))
-    reps = min(max(min_reps, math.ceil(min_time_ms / max(est, 1e-3))), max(max_reps, min_reps))
-    if phase:
-        phase(f"time {reps} repetitions", reps * est * 1e-3)
-    with ClockWatch() as clocks:
-        times = timed(reps)
-    return Timing(float(np.median(times)), float(min(times)), float(max(times)), reps, samples=times,
-                  clocks=clocks.summary())
+from ..errors import GemmlabError
+from ..results import check as checking
+from ..results.check import ALPHA, BETA, Check
+from ..results.model import ITEM_BYTES, Result, Shape
+from .bench import bench
+from ..gpu.device import DeviceInfo, get_device
+from .driver import cuda
+from .launch import CUBLAS_SOURCE, cublas_gemm, resident_blocks, tensor_map
 
 
 def to_bf16(x):
@@ -161,86 +39,6 @@ def synchronize(xp) -> None:
     """Wait for the GPU (nothing to wait for where numpy stands in for cupy, in the CPU tests)."""
     if hasattr(xp, "cuda"):
         xp.cuda.Device().synchronize()
-
-
-def cublas_gemm(A, B, C, dtype: str) -> None:
-    """C (float32, M x N) = A @ B with cuBLAS, inputs of type `dtype`, FP32 accumulation: cublasGemmEx,
-    since cupy.matmul has no bfloat16 and returns 16-bit C for 16-bit inputs. Row-major C = A B is
-    column-major C^T = B^T A^T, so B goes first."""
-    cupy = cuda()
-    cublas, rt = cupy.cuda.cublas, cupy.cuda.runtime
-    types = {"tf32": rt.CUDA_R_32F, "fp16": rt.CUDA_R_16F, "bf16": rt.CUDA_R_16BF}
-    compute = cublas.CUBLAS_COMPUTE_32F_FAST_TF32 if dtype == "tf32" else cublas.CUBLAS_COMPUTE_32F
-    (M, K), N = A.shape, B.shape[1]
-    handle = cupy.cuda.device.get_cublas_handle()
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, N, M, K, _ONE.ctypes.data,
-                  B.data.ptr, types[dtype], N, A.data.ptr, types[dtype], K, _ZERO.ctypes.data,
-                  C.data.ptr, rt.CUDA_R_32F, N, compute, cublas.CUBLAS_GEMM_DEFAULT)
-
-
-def _driver():
-    try:
-        from cuda.bindings import driver as drv
-    except ImportError:
-        raise GemmlabError("TMA and cluster variants need cuda-bindings (tensor maps, cluster occupancy)",
-                           hint="pip install cuda-bindings") from None
-    return drv
-
-
-def resident_blocks(kernel, geo, sms: int) -> int:
-    """How many blocks of `kernel`, launched as `geo` says, the GPU holds at once. A kernel compiled with
-    __cluster_dims__ is placed a cluster at a time, on the SMs of one GPC, so whole clusters count
-    (cuOccupancyMaxActiveClusters: on the H100 66 of 2-block clusters, 30 of 4-block ones, not 33);
-    other kernels, blocks per SM times SMs."""
-    drv = _driver()
-    func = drv.CUfunction(kernel.kernel.ptr)
-    err, width = drv.cuFuncGetAttribute(drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, func)
-    if err != drv.CUresult.CUDA_SUCCESS or width <= 1:
-        per_sm = cuda().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, geo.threads, geo.smem)
-        return per_sm * sms
-    attr = drv.CUlaunchAttribute()
-    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = width, 1, 1
-    config = drv.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = geo.grid
-    config.blockDimX, config.blockDimY, config.blockDimZ = geo.block
-    config.sharedMemBytes, config.numAttrs, config.attrs = geo.smem, 1, [attr]
-    err, clusters = drv.cuOccupancyMaxActiveClusters(func, config)
-    if err != drv.CUresult.CUDA_SUCCESS:
-        raise GemmlabError(f"the driver could not say how many {width}-block clusters fit: {err.name}")
-    return clusters * width
-
-
-def tensor_map(array, box: tuple[int, ...], dtype: str):
-    """A TMA tensor map over a row-major matrix, for `cp.async.bulk.tensor`: `box` elements of it per
-    copy (contiguous dimension first), 128-byte swizzled in shared memory, zeros outside the matrix.
-    Returned as 128 raw bytes, which cupy passes by value to a `const __grid_constant__` parameter."""
-    import ctypes
-    drv = _driver()
-    kinds = {"bf16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-             "fp16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-             # tf32: FP32 in memory, which the copy engine rounds to TF32 (to nearest, as cuBLAS's kernel
-             # has it) on the way into shared memory, so that the tensor cores read rounded operands and the
-             # zeroed low bits stop toggling (H100: 1.62 -> 1.65 GHz under the power cap, 3% faster;
-             # benchmarks/h100-power-experiments.txt, run 26)
-             "tf32": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_TFLOAT32}
-    if dtype not in kinds:
-        raise GemmlabError(f"gemmlab makes TMA tensor maps for {', '.join(kinds)}, not {dtype}")
-    rows, cols = array.shape
-    err, tmap = drv.cuTensorMapEncodeTiled(
-        kinds[dtype], 2, array.data.ptr, [drv.cuuint64_t(cols), drv.cuuint64_t(rows)],
-        [drv.cuuint64_t(cols * array.itemsize)], [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * 2,
-        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-    if err != drv.CUresult.CUDA_SUCCESS:
-        raise GemmlabError(f"cuTensorMapEncodeTiled refused a {rows} x {cols} {dtype} matrix with box "
-                           f"{tuple(box)}: {err.name}",
-                           hint="the box must be at most 256 per dimension and its contiguous side at most "
-                                "128 bytes (the swizzle span); rows must be 16-byte aligned")
-    return np.frombuffer(ctypes.string_at(tmap.getPtr(), 128), dtype=np.dtype((np.void, 128)))[0]
 
 
 @dataclass(frozen=True)
@@ -416,7 +214,7 @@ class Problem:
     def gpc_order(self, kernel, geo):
         """The table of a GPC order (gemmlab/gpc.py), for a grid of one block on every SM, all running at
         once; for other grids an empty table, which the kernel takes for its natural order."""
-        from .gpc import gpc_map, order_argument, slot_table
+        from ..gpu.gpc import gpc_map, order_argument, slot_table
         cluster, group = geo.gpc_order
         sms, blocks = self.device.sms, geo.grid[0] * geo.grid[1] * geo.grid[2]
         cupy = self.cupy
@@ -454,7 +252,7 @@ class Problem:
         """Launch on NaN-poisoned C and check, on every input set; then, if it passed (and `timed`), time
         it on the first. A CUDA error in a launch marks the result CRASHED: this process's CUDA context is
         then unusable (gemmlab's CLI runs this in a worker process for that reason)."""
-        from .compile import load
+        from ..compile import load
         cupy, s = self.cupy, self.shape
         if variant.dtype(params) != self.dtype:
             raise GemmlabError(f"variant '{variant.name}' with DTYPE={variant.dtype(params)} cannot run on "

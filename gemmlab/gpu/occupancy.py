@@ -58,8 +58,9 @@ def littles_law(rows: list[dict], sms: int, peak_bw: float) -> dict:
 
 def measure(phase=None, nbytes: int = 1 << 30) -> list[dict]:
     """On the GPU (in a worker): achieved copy bandwidth at each forced warp count."""
-    from .device import cuda, get_device
-    from .runner import bench
+    from ..gpu.device import get_device
+    from .driver import cuda
+    from .bench import bench
     cupy = cuda()
     dev = get_device()
     kernel = cupy.RawKernel(SOURCE, "copy")
@@ -85,6 +86,6 @@ def measure(phase=None, nbytes: int = 1 << 30) -> list[dict]:
                      "smem_per_block": smem, "occupancy_pct": 100 * got * threads / dev.max_threads_per_sm,
                      "bandwidth": bw, "ms": t.median_ms})
     if not bool((dst[:8] == 1).all()):
-        from .errors import GemmlabError
+        from ..errors import GemmlabError
         raise GemmlabError("the copy kernel did not copy: its bandwidth would mean nothing")
     return rows
