@@ -379,21 +379,41 @@ class Variant:
         return [dict(p) for p in _samples[key]]
 
     def _sample(self, limit: int) -> list[dict]:
-        valid = [p for p, bad in self.configs() if not bad]
-        if len(valid) <= limit:
+        valid = []
+        for p, bad in self.configs():  # all of them, unless there are more than `limit`
+            if not bad:
+                valid.append(p)
+                if len(valid) > limit:
+                    break
+        else:
             return valid
         defaults = self.defaults()
-        def distance(p):
-            return sum(p[n] != defaults[n] for n in p)
-        picked = [defaults] if defaults in valid else []
+        picked = [defaults] if not self.violations(defaults) else []
         for name, param in self.params.items():
             for value in param.choices or ():
-                with_value = [p for p in valid if p[name] == value]
-                if with_value:
-                    best = min(with_value, key=distance)
-                    if best not in picked:
-                        picked.append(best)
+                best = self._nearest(defaults, name, value)
+                if best is not None and best not in picked:
+                    picked.append(best)
         return picked
+
+    def _nearest(self, defaults: dict, name: str, value) -> dict | None:
+        """The valid configuration with name=value that differs from the defaults in the fewest other
+        parameters (the first in configs() order among those), or None. Searched outward from the
+        defaults: a few dozen checks where every combination is tens of thousands (pipelined)."""
+        names = list(self.params)
+        axes = [self.params[n].choices or (self.params[n].default,) for n in names]
+        others = [j for j, n in enumerate(names) if n != name]
+        for distance in range(len(others) + 1):
+            near = []
+            for changed in itertools.combinations(others, distance):
+                options = [[c for c in axes[j] if c != defaults[names[j]]] for j in changed]
+                for combo in itertools.product(*options):
+                    near.append(dict(defaults, **{name: value}, **{names[j]: c for j, c in zip(changed, combo)}))
+            near.sort(key=lambda p: [axes[k].index(p[n]) for k, n in enumerate(names)])  # configs() order
+            for p in near:
+                if not self.violations(p):
+                    return p
+        return None
 
     # -- launch
 

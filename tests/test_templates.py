@@ -1,5 +1,6 @@
 """Template discovery, headers, parameter validation and launch geometry: no GPU."""
 
+import itertools
 import shutil
 
 import pytest
@@ -25,10 +26,11 @@ def test_builtin_ladder_in_order():
 
 @pytest.mark.parametrize("name", LADDER)
 def test_every_choice_is_usable(name):
-    """Each declared choice of each parameter appears in at least one valid configuration."""
+    """Each declared choice of each parameter appears in at least one valid configuration. (The sample
+    holds one for every value that has one: test_sample_is_the_nearest_valid_configuration.)"""
     v = discover().get(name)
-    valid = [p for p, bad in v.configs() if not bad]
-    assert v.defaults() in valid
+    valid = v.sample()
+    assert v.defaults() in valid and not any(v.violations(p) for p in valid)
     for pname, param in v.params.items():
         assert param.choices, f"{name}.{pname} declares its allowed values"
         for choice in param.choices:
@@ -178,7 +180,7 @@ def test_predict_x_must_be_a_number(user_dir):
 def test_sample_covers_every_allowed_value():
     v = discover().get("pipelined")
     sample = v.sample()
-    assert len(sample) < 30 < len([p for p, bad in v.configs() if not bad])
+    assert len(sample) < 30 < len(list(itertools.islice((p for p, bad in v.configs() if not bad), 31)))
     assert sample[0] == v.defaults() and all(not v.violations(p) for p in sample)
     for name, param in v.params.items():
         for value in param.choices:
@@ -300,3 +302,38 @@ def test_a_launch_expression_that_fails_at_the_defaults(user_dir):
     path.write_text(path.read_text().replace('"cdiv(K, TILE - 16)"', '"TILE / 2"'))  # a float: not a block count
     with pytest.raises(GemmlabError, match=r"launch\.grid 'TILE / 2' gave 8\.0, not an integer"):
         load_variant(path, builtin=False)
+
+
+def _nearest_by_brute_force(v, limit):
+    """Variant.sample's definition, over every combination."""
+    valid = [p for p, bad in v.configs() if not bad]
+    if len(valid) <= limit:
+        return valid
+    defaults = v.defaults()
+    picked = [defaults] if defaults in valid else []
+    for name, param in v.params.items():
+        for value in param.choices:
+            with_value = [p for p in valid if p[name] == value]
+            if with_value:
+                best = min(with_value, key=lambda p: sum(p[n] != defaults[n] for n in p))  # the first of the nearest
+                if best not in picked:
+                    picked.append(best)
+    return picked
+
+
+@pytest.mark.parametrize("limit", [0, 5, 54, 55, 1000])
+def test_sample_is_the_nearest_valid_configuration(user_dir, limit):
+    path = write_template(user_dir, "grid4", GOOD_BODY, header_extra=(
+        "[params.A]\ndefault = 2\nchoices = [1, 2, 3, 4]\n[params.B]\ndefault = 1\nchoices = [1, 2, 3]\n"
+        "[params.C]\ndefault = true\nchoices = [true, false]\n[params.D]\ndefault = \"x\"\nchoices = [\"x\", \"y\", \"z\"]\n"
+        '[[constraints]]\ncheck = "A * B <= 6"\nwhy = "a"\n[[constraints]]\ncheck = "C or D != \'x\'"\nwhy = "b"\n'
+        '[[constraints]]\ncheck = "A != 4 or (B == 3 and D == \'z\')"\nwhy = "c"\n[[constraints]]\ncheck = "TILE == 16 or A == 1"\nwhy = "d"\n'))
+    v = load_variant(path, builtin=False)
+    sample = v._sample(limit)  # not the cache: each limit afresh
+    assert sample == _nearest_by_brute_force(v, limit)
+    if limit < 55:  # 55 valid configurations: the defaults, and one for each value that has one
+        assert len(sample) == 9 and {"TILE": 8, "A": 1, "B": 1, "C": True, "D": "x"} in sample  # TILE=8 needs A=1
+        assert {"TILE": 16, "A": 2, "B": 1, "C": False, "D": "y"} in sample  # C=false needs D other than x: y first
+        assert not any(p["A"] == 4 for p in sample)  # A=4 needs B=3, and A * B <= 6: never valid
+    else:
+        assert len(sample) == 55
