@@ -7,6 +7,7 @@
 #   tests/mutation.sh                      # every module below
 #   tests/mutation.sh sweep worker         # some of them
 #   JOBS=4 MUTATION_DIR=/tmp/m tests/mutation.sh templates
+#   MUTATION_REF=HEAD tests/mutation.sh    # a commit instead of the working tree
 #
 # Each module runs in a copy of the working tree ($MUTATION_DIR/<module>, default under /tmp), so the
 # checkout is never touched. Per module: mutmut's own results in <module>/results.txt, the score in
@@ -48,8 +49,11 @@ for m in "${modules[@]}"; do
   dir="$WORK/$m"
   rm -rf "$dir"
   mkdir -p "$dir"
-  # the working tree as it is (committed or not), without ignored files
-  (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$dir" 2>/dev/null || true)
+  if [ -n "${MUTATION_REF:-}" ]; then  # a commit, as committed
+    git -C "$ROOT" archive "$MUTATION_REF" | tar -x -C "$dir"
+  else  # the working tree as it is (committed or not), without ignored files
+    (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$dir" 2>/dev/null || true)
+  fi
   keep=${KEEP[$m]:-}
   {
     echo "[mutmut]"
