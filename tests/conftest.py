@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # cache's default under XDG_CACHE_HOME is not used once GEMMLAB_CACHE_DIR is set).
 _SCRATCH = Path(tempfile.mkdtemp(prefix="gemmlab-tests-"))
 os.environ["XDG_DATA_HOME"] = str(_SCRATCH / "xdg-data")
-os.environ["GEMMLAB_CACHE_DIR"] = str(_SCRATCH / "cubin-cache")
+# One compile cache for the run: pytest-xdist's workers take the one their controller made (they start
+# with its environment), so a kernel compiled by one worker is a cache hit in the others (writes to the
+# cache are atomic renames). The controller's pytest_unconfigure removes it, after the workers end.
+_SHARED_CACHE = "GEMMLAB_TESTS_CUBIN_CACHE"
+if not (os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_SHARED_CACHE)):
+    os.environ[_SHARED_CACHE] = str(_SCRATCH / "cubin-cache")
+os.environ["GEMMLAB_CACHE_DIR"] = os.environ[_SHARED_CACHE]
 for _var in ("GEMMLAB_KERNELS", "GEMMLAB_HISTORY", "GEMMLAB_TUNING", "GEMMLAB_GPU_JOBS"):
     os.environ.pop(_var, None)
 

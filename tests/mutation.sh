@@ -62,6 +62,8 @@ for m in "${modules[@]}"; do
     echo "pytest_add_cli_args_test_selection ="
     for t in ${TESTS[$m]}; do echo "    $t"; done
     echo "pytest_add_cli_args ="
+    echo "    -n"
+    echo "    0"
     echo "    -p"
     echo "    no:cacheprovider"
     echo "    -x"

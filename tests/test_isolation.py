@@ -25,7 +25,7 @@ def inner_pytest(tmp_path, args, **env):
     (tmp_path / "isolation_probe.py").write_text(PROBE)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GEMMLAB_", "XDG_", "PYTEST_"))}
     base["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "isolation_probe", *args],
+    return subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-p", "isolation_probe", *args],
                           cwd=ROOT, capture_output=True, text=True, env=dict(base, **env), timeout=600)
 
 
