@@ -66,7 +66,7 @@ def main(out_path):
                 s = shape or next((x for x in ODD if runnable(v, params, x)), None)
                 if s is None or not runnable(v, params, s):
                     continue
-                r = problem(s, d).run(v, params, gemmlab.build(v, params), timed=False)
+                r = problem(s, d).run(gemmlab.build(v, params), timed=False)
                 add_rung(doc, v.name, d, s, r)
             if shape:  # cuBLAS on the same inputs: the yardstick is checked as the kernels are
                 add_rung(doc, "cuBLAS", dtype, shape, problem(shape, dtype).cublas(min_reps=1))
@@ -81,7 +81,7 @@ def main(out_path):
             for dtype in plant.dtypes:
                 v = planted.get(plant.name)
                 params = v.resolve(v.for_dtype(dtype))
-                r = problem(shape, dtype).run(v, params, gemmlab.build(v, params))
+                r = problem(shape, dtype).run(gemmlab.build(v, params))
                 c = r.check
                 doc["planted"].append({"plant": plant.name, "what": plant.what, "dtype": dtype, "shape": list(shape),
                                        "status": r.status, "timed": r.timing is not None,
@@ -99,9 +99,9 @@ def main(out_path):
         v = cat.get(name)
         params = v.resolve(v.for_dtype(dtype))
         compiled = gemmlab.build(v, params)
-        r = p.run(v, params, compiled, min_reps=10)  # warms everything up; its time is the kernel's
+        r = p.run(compiled, min_reps=10)  # warms everything up; its time is the kernel's
         t0 = time.perf_counter()
-        again = p.run(v, params, compiled, timed=False)  # the check alone: three input sets
+        again = p.run(compiled, timed=False)  # the check alone: three input sets
         check_s = time.perf_counter() - t0
         doc["cost"].append({"variant": name, "dtype": dtype, "shape": [8192] * 3, "inputs_s": made_s,
                             "check_s": check_s, "kernel_ms": r.timing.median_ms if r.timing else None,

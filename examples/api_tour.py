@@ -33,6 +33,7 @@ print(f"  rendered {len(rendered.source.splitlines())} lines of CUDA")
 # 3. Compile with NVRTC to a cubin (cached on disk) for the GPU's architecture, or sm_90 without a GPU.
 arch, no_gpu = default_arch()
 compiled = gemmlab.compile_rendered(rendered, arch)
+kernel = gemmlab.Kernel(compiled)  # what runs: gemmlab.build(variant, params) does steps 2 and 3 in one
 r = compiled.resources
 print(f"  {compiled.arch}: {r.registers} registers, {r.smem} B shared, {r.spills} B spilled, "
       + ("from the cache" if compiled.cached else f"compiled in {compiled.compile_ms:.0f} ms"))
@@ -45,7 +46,7 @@ if no_gpu:
 device = gemmlab.get_device()
 dtype = variant.dtype(params)
 problem = Problem(Shape(args.size, args.size, args.size), dtype=dtype)
-result = problem.run(variant, params, compiled)
+result = problem.run(kernel)
 cublas = problem.cublas()
 c = result.check
 print(f"  check: {result.status} ({c.summary()}; relative error {c.rel_err:.1e} against {c.reference})")

@@ -1,20 +1,21 @@
 """gemmlab: a runtime-compiled GEMM kernel playground.
 
 The pipeline, one module per stage: templates (find, validate) -> render (Jinja) -> compile (NVRTC,
-cached) -> runner (check against cupy.matmul, time) -> report (tables, JSON). Only the runner and
-device modules need a GPU.
+cached) -> kernel (the configured kernel and its launch plan) -> gpu/ (inputs, the checked launch,
+timing) -> results/ (the row model, the check, history) -> report (tables, JSON). Only gpu/ needs a GPU.
 """
 
 __version__ = "0.1.0"
 
 __all__ = ["GemmlabError", "Catalog", "Variant", "discover", "Rendered", "render", "Compiled",
-           "compile_rendered", "build", "catalog", "choose", "Problem", "Shape", "Result", "bench", "get_device",
-           "DeviceInfo"]
+           "compile_rendered", "Kernel", "LaunchPlan", "configure", "build", "catalog", "choose", "Problem", "Shape",
+           "Result", "bench", "get_device", "DeviceInfo"]
 
 from .errors import GemmlabError  # noqa: E402
 from .templates import Catalog, Variant, discover  # noqa: E402
 from .render import Rendered, render  # noqa: E402
 from .compile import Compiled, compile_rendered  # noqa: E402
+from .kernel import Kernel, LaunchPlan, configure  # noqa: E402
 from .api import build, catalog, choose  # noqa: E402
 
 

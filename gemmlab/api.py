@@ -2,10 +2,10 @@
 
     cat = gemmlab.catalog()                                # find templates
     v = cat.get("tiled"); params = v.resolve({"TILE": 16})  # validate parameters
-    compiled = gemmlab.build(v, params)                    # render + NVRTC (cached), no GPU needed
+    kernel = gemmlab.build(v, params)                      # render + NVRTC (cached), no GPU needed
     v, params, why = gemmlab.choose(1024, 1024, 1024)      # or let `auto` pick for a shape
-    problem = gemmlab.Problem(gemmlab.Shape(1024, 1024, 1024), dtype=v.dtype(params))
-    result = problem.run(v, params, compiled)               # check against cupy.matmul, then time
+    problem = gemmlab.Problem(gemmlab.Shape(1024, 1024, 1024), dtype=kernel.dtype)
+    result = problem.run(kernel)                           # check every element, then time
 
 A tensor-core variant takes its input type as the parameter DTYPE: v.resolve({"DTYPE": "bf16"}).
 """
@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .compile import Compiled, compile_rendered
 from .errors import GemmlabError
-from .render import render
+from .kernel import Kernel, configure
 from .templates import Catalog, Variant, discover
 
 
@@ -36,11 +35,11 @@ def default_arch(arch: str | None = None) -> tuple[str, str | None]:
         return "sm_90", "no GPU found: compiling for sm_90 (give --arch to choose)"
 
 
-def build(variant: Variant, params: dict | None = None, arch: str | None = None, use_cache: bool = True) -> Compiled:
+def build(variant: Variant, params: dict | None = None, arch: str | None = None, use_cache: bool = True) -> Kernel:
     """Render and compile one variant (missing parameters take their defaults) for `arch` (default:
-    the GPU's)."""
+    the GPU's): the configured kernel that runs, shows and reports."""
     arch, _ = default_arch(arch)
-    return compile_rendered(render(variant, params), arch, use_cache=use_cache)
+    return configure(variant, params, arch, use_cache=use_cache)
 
 
 def choose(M: int, N: int, K: int, device: str | None = None, sms: int | None = None,

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import report
-from .compile import compile_rendered
+from .kernel import configure
 from .errors import GemmlabError
-from .render import render
 from .gpu.launch import CUBLAS_SOURCE
 from .results.model import Result, Shape, Timing
 from .worker import SETUP_TIMEOUT_S, Fault, Isolated
@@ -50,7 +49,7 @@ class _Entry:
     """A job (variant None: cuBLAS) in a run: what it compiled to, its results so far, its row once final."""
     variant: object
     params: dict
-    compiled: object = None
+    kernel: object = None  # kernel.Kernel
     hash: str | None = None
     results: list = field(default_factory=list)
     row: dict | None = None
@@ -127,12 +126,11 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
                 return
             v, params = e.variant, e.params
             try:
-                if e.compiled is None:  # built once, in the first round
-                    rendered = render(v, params)
-                    e.hash = source_hash(rendered.source)
-                    v.geometry(params, shape.M, shape.N, shape.K)  # a grid CUDA cannot launch: say so here
-                    e.compiled = compile_rendered(rendered, dev.arch)  # no GPU needed, and not on the clock
-                result = w.call(("run", e.compiled, opts.reps, True))
+                if e.kernel is None:  # built once, in the first round: no GPU needed, and not on the clock
+                    v.geometry(v.resolve(params), shape.M, shape.N, shape.K)  # a grid CUDA cannot launch: say so first
+                    e.kernel = configure(v, params, dev.arch)
+                    e.hash = source_hash(e.kernel.compiled.rendered.source)
+                result = w.call(("run", e.kernel, opts.reps, True))
             except GemmlabError as err:
                 if not keep_going:
                     raise

@@ -164,13 +164,13 @@ def _child(job_path: str) -> None:
     out = Path(job_path).with_suffix(".json")
     try:
         from .compile import compile_rendered
-        from .gpu.device import cuda
+        from .gpu.driver import cuda
         from .gpu.problem import Problem
+        from .kernel import Kernel
         cuda().cuda.set_allocator(None)  # one cudaMalloc per array: the sanitizer sees every array's end
         rendered = job["rendered"]
         problem = Problem(job["shape"], job["seed"], dtype=rendered.variant.dtype(rendered.params))
-        compiled = compile_rendered(rendered, problem.device.arch)
-        r = problem.run(rendered.variant, rendered.params, compiled, timed=False)
+        r = problem.run(Kernel(compile_rendered(rendered, problem.device.arch)), timed=False)
         check = {"status": r.status, "error": r.error, "rel_err": r.check.rel_err if r.check else None,
                  "unwritten": r.check.unwritten if r.check else None}
     except GemmlabError as e:

@@ -62,6 +62,12 @@ DTYPES = ("fp32", "tf32", "fp16", "bf16")
 # The C type of an input element. TF32 inputs are FP32 arrays: the tensor core reads 19 of their 32 bits.
 C_TYPES = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
 
+# What a kernel may take, by the names launch.args lists: the matrices (A and B in the input type, C
+# float32), the sizes (int32), launch.workspace bytes of scratch, a TMA tensor map over A or B (128
+# bytes by value), the GPC order's table (gpu/gpc.py), and the epilogue's float alpha and beta and
+# float bias[N].
+ARGUMENTS = ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "gpc_order", "alpha", "beta", "bias")
+
 # CUDA's hard limits on a launch (all current architectures).
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
@@ -298,6 +304,17 @@ class Variant:
     predict_x: float | None = None  # the prediction as a number: speed-up over the parent
     builtin: bool = True
     shadows: Path | None = None  # the template this user variant hides
+    args: tuple[str, ...] | None = None  # launch.args: the kernel's arguments by name (ARGUMENTS)
+
+    def arguments(self, values: Mapping[str, object]) -> tuple[str, ...]:
+        """The kernel's arguments by name, in order: launch.args where the header lists them, else
+        A B C M N K followed by what its other launch keys ask for (the workspace, the TMA maps, the
+        GPC order) and, for an EPILOGUE parameter, alpha beta bias."""
+        if self.args is not None:
+            return self.args
+        return (("A", "B", "C", "M", "N", "K") + (("workspace",) if self.workspace != "0" else ())
+                + tuple(f"tma.{op}" for op in self.tma) + (("gpc_order",) if self.gpc_order else ())
+                + (("alpha", "beta", "bias") if "EPILOGUE" in values else ()))
 
     # -- parameters
 
@@ -585,8 +602,20 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
         raise _fail(path, "launch.gpc_order has three expressions: when, cluster and group")
     gpc_order = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in gpc_order.items()}
     requires = checks(launch.get("requires", []), "launch.requires")
+    args = launch.get("args")
+    if args is not None:
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise _fail(path, "launch.args must list the kernel's arguments by name")
+        needs = {"workspace": launch.get("workspace"), "tma.A": "A" in tma, "tma.B": "B" in tma,
+                 "gpc_order": gpc_order}
+        for a in args:
+            if a not in ARGUMENTS:
+                raise _fail(path, f"launch.args: unknown argument {a!r}; known: {', '.join(ARGUMENTS)}")
+            if a in needs and not needs[a]:
+                raise _fail(path, f"launch.args: {a} needs launch.{a.split('.')[0]}")
+        args = tuple(args)
     unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "resident", "reduce", "tma",
-                             "gpc_order", "requires"}
+                             "gpc_order", "requires", "args"}
     if unknown:
         raise _fail(path, f"unknown launch key(s) {sorted(unknown)}")
 
@@ -596,7 +625,7 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
                       workspace=workspace, zero_output=flags["zero_output"], resident=flags["resident"],
                       reduce_block=reduce["block"] if reduce else None, reduce_grid=reduce["grid"] if reduce else None,
                       tma=tma, gpc_order=gpc_order, requires=requires, arch=arch, predict=predict, predict_x=predict_x,
-                      builtin=builtin)
+                      builtin=builtin, args=args)
     # The defaults must be a valid configuration, and the expressions must evaluate.
     broken = variant.violations(variant.defaults())
     if broken:

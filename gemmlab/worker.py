@@ -14,7 +14,7 @@ handlers that crash and hang on purpose; `GpuJobs` is the real one.
 
     with Isolated("gemmlab.worker:GpuJobs", (shape, seed, fp64_check, dtype), timeout=60) as w:
         info = w.start()                     # {"device": DeviceInfo, "seed": ...}
-        result = w.call(("run", compile_rendered(render(variant, params), "sm_90"), 10, True))
+        result = w.call(("run", configure(variant, params, "sm_90"), 10, True))
 """
 
 from __future__ import annotations
@@ -212,9 +212,9 @@ class Isolated:
 class GpuJobs:
     """Runs in the worker: one set of inputs (Problem), then cuBLAS or a variant per request.
 
-    Requests: ("bandwidth",), ("occupancy",), ("cublas", reps) and ("run", compiled, reps, timed),
-    where `compiled` is a compile.Compiled: the parent renders and compiles (no GPU needed), the
-    worker loads the cubin."""
+    Requests: ("bandwidth",), ("occupancy",), ("cublas", reps) and ("run", kernel, reps, timed),
+    where `kernel` is a kernel.Kernel: the parent renders and compiles (no GPU needed), the worker
+    loads the cubin."""
 
     def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
         from .gpu.problem import Problem
@@ -237,9 +237,7 @@ class GpuJobs:
         if request[0] == "cublas":
             self.phase("cuBLAS")
             return self.problem.cublas(request[1])
-        _, compiled, reps, timed = request
-        rendered = compiled.rendered
-        result = self.problem.run(rendered.variant, rendered.params, compiled, reps, timed=timed,
-                                  phase=self.phase)
+        _, kernel, reps, timed = request
+        result = self.problem.run(kernel, reps, timed=timed, phase=self.phase)
         self.poisoned = result.fault is not None
         return result

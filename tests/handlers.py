@@ -73,13 +73,13 @@ class FakeGpu:
             return 3.0e12
         if os.environ.get("FAKEGPU_LOG"):
             with open(os.environ["FAKEGPU_LOG"], "a") as log:
-                log.write(("cuBLAS" if request[0] == "cublas" else request[1].rendered.variant.name) + "\n")
+                log.write(("cuBLAS" if request[0] == "cublas" else request[1].compiled.rendered.variant.name) + "\n")
         if request[0] == "cublas":
             name, params, ms = "cuBLAS", {}, 0.5
         else:
-            rendered = request[1].rendered  # a compile.Compiled
+            rendered = request[1].compiled.rendered  # a kernel.Kernel
             name, params = rendered.variant.name, rendered.params
-            if rendered.variant.dtype(params) != self.dtype:  # as runner.Problem.run
+            if rendered.variant.dtype(params) != self.dtype:  # as gpu.problem.Problem.run
                 raise GemmlabError(f"variant '{name}' with DTYPE={rendered.variant.dtype(params)} cannot run on "
                                    f"{self.dtype} inputs")
             if name == "hang":
@@ -104,13 +104,14 @@ class FakeGpu:
 
 
 class StubProblem:
-    """runner.Problem without cupy: a kernel named oob faults (as an illegal address does), others pass."""
+    """gpu.problem.Problem without cupy: a kernel named oob faults (as an illegal address does), others pass."""
 
     def __init__(self, shape, seed=None, fp64_check=False, dtype="fp32"):
         self.shape, self.seed, self.dtype, self.device = shape, seed, dtype, "stub device"
 
-    def run(self, variant, params, compiled, reps, timed=True, phase=None):
+    def run(self, kernel, reps, timed=True, phase=None):
         from gemmlab.results.model import Result, Timing
+        variant, params = kernel.variant, kernel.params
         if variant.name == "oob":
             return Result(variant.name, dict(params), self.shape, fault="CRASHED",
                           error="the kernel failed: an illegal memory access was encountered")

@@ -107,9 +107,9 @@ def test_wgmma_ws_in_gpc_order_is_right(shape, params):
     p = Problem(Shape(*shape), dtype="bf16")
     compiled = gemmlab.build(v, params)
     geo = v.geometry(params, *shape, p.device.sms)
-    kernel = load(compiled)
+    kernel = load(compiled.compiled)
     kernel.max_dynamic_shared_size_bytes = geo.smem
     n = int.from_bytes(bytes(p.gpc_order(kernel, geo))[:4], "little")
     assert n == (p.device.sms // params["CLUSTER_M"] if geo.grid[0] == p.device.sms else 0)
-    r = p.run(v, params, compiled, min_reps=3)
+    r = p.run(compiled, min_reps=3)
     assert r.status == "PASS" and r.timing is not None, (r.error, r.check)

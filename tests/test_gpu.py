@@ -52,7 +52,7 @@ def test_every_config_is_correct(name, params, problems):
     shapes = [s for s in SHAPES if runnable(v, params, s)]
     assert len(shapes) >= 3
     for shape in shapes:
-        r = problems(shape, v.dtype(params)).run(v, params, compiled, timed=False)
+        r = problems(shape, v.dtype(params)).run(compiled, timed=False)
         assert r.error is None, r.error
         assert r.check.unwritten == 0, f"{name} {params} {shape}: {r.check.unwritten} outputs not written"
         assert r.check.passed, f"{name} {params} {shape}: rel err {r.check.rel_err:.2e}"
@@ -61,7 +61,7 @@ def test_every_config_is_correct(name, params, problems):
 def test_float64_reference_sees_fp32_rounding():
     p = Problem(Shape(1000, 999, 1001), fp64_check=True)
     v = gemmlab.catalog().get("regblock")
-    r = p.run(v, v.defaults(), gemmlab.build(v, v.defaults()), timed=False)
+    r = p.run(gemmlab.build(v, v.defaults()), timed=False)
     assert r.check.reference == "float64"
     assert 0 < r.check.rel_err < 1e-5  # FP32 rounding shows against float64, far under the tolerance
 
@@ -74,7 +74,7 @@ def test_float64_reference_sees_fp32_rounding():
 def test_wrong_kernels_fail_and_are_not_timed(user_dir, bug, edit, expect_unwritten):
     write_template(user_dir, f"bug_{bug}", GOOD_BODY.replace(*edit))
     v = gemmlab.catalog((user_dir,)).get(f"bug_{bug}")
-    r = Problem(Shape(100, 70, 50)).run(v, v.defaults(), gemmlab.build(v, v.defaults()))
+    r = Problem(Shape(100, 70, 50)).run(gemmlab.build(v, v.defaults()))
     assert r.status == "FAIL" and r.timing is None and r.valid_time is None
     assert (r.check.unwritten > 0) == expect_unwritten
 
@@ -88,7 +88,7 @@ def test_a_kernel_right_only_on_its_first_launch_fails(user_dir):
 """, 1).replace("C[row * N + col] = acc;", "C[row * N + col] = n < threads ? acc : acc * 1.0001f;")
     write_template(user_dir, "stale", "__device__ unsigned calls;  // the threads of all launches so far\n" + body)
     v = gemmlab.catalog((user_dir,)).get("stale")
-    r = Problem(Shape(100, 70, 50)).run(v, v.defaults(), gemmlab.build(v, v.defaults()))
+    r = Problem(Shape(100, 70, 50)).run(gemmlab.build(v, v.defaults()))
     assert r.status == "FAIL" and r.timing is None and r.check.unwritten == 0
 
 

@@ -27,7 +27,7 @@ def test_each_plant_applies_and_compiles(plant, dtype, planted):
     assert not v.builtin and v.parent == plant.base
     params = v.resolve(v.for_dtype(dtype))
     compiled = gemmlab.build(v, params, arch="sm_90a" if plant.base == "mma" else "sm_90")
-    assert "planted" in compiled.rendered.source and compiled.resources.registers > 0
+    assert "planted" in compiled.compiled.rendered.source and compiled.resources.registers > 0
 
 
 def test_a_plant_whose_line_is_gone_says_so():
@@ -42,12 +42,12 @@ def test_each_plant_fails_untimed_and_says_where(plant, dtype, planted):
     v = planted.get(plant.name)
     params = v.resolve(v.for_dtype(dtype))
     p = Problem(Shape(*SHAPE), dtype=dtype)
-    r = p.run(v, params, gemmlab.build(v, params))
+    r = p.run(gemmlab.build(v, params))
     assert r.status == "FAIL" and r.timing is None and r.valid_time is None, (plant.name, r.check)
     if plant.clobbers:
         assert r.check.clobbered and r.check.clobbered[0].startswith("A: 1 element changed")
         good = gemmlab.catalog().get("tiled")
-        after = p.run(good, good.defaults(), gemmlab.build(good, good.defaults()), timed=False)
+        after = p.run(gemmlab.build(good, good.defaults()), timed=False)
         assert after.status == "PASS", after.check.summary()  # the input was restored
     else:
         assert r.check.bad > 0 and r.check.tiles["bad"] > 0 and r.check.worst is not None

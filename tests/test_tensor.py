@@ -275,7 +275,7 @@ def test_epilogues_on_the_gpu(name, epilogue):
     from gemmlab.gpu.problem import Problem
     v = gemmlab.catalog().get(name)
     params = v.resolve({"EPILOGUE": epilogue})
-    r = Problem(Shape(300, 264, 136), dtype=v.dtype(params)).run(v, params, gemmlab.build(v, params), timed=False)
+    r = Problem(Shape(300, 264, 136), dtype=v.dtype(params)).run(gemmlab.build(v, params), timed=False)
     assert r.status == "PASS", (r.error, r.check)
 
 
@@ -293,7 +293,7 @@ def test_wgmma_tf32_rounds_both_operands_to_nearest(operand):
     p = Problem(Shape(256, 256, 32), dtype="tf32")
     p.A[...], p.B[...] = (x, 1.0) if operand == "A" else (1.0, x)
     p.main.pristine["A"][...], p.main.pristine["B"][...] = p.A, p.B  # these inputs are the test's, not the kernel's doing
-    p.run(v, params, gemmlab.build(v, params), timed=False)
+    p.run(gemmlab.build(v, params), timed=False)
     assert float(p.C.min()) == float(p.C.max()) == 32 * rounded, (float(p.C.min()), float(p.C.max()))
     cublas_gemm(p.A, p.B, p.C, "tf32")
     assert float(p.C.min()) == float(p.C.max()) == 32 * rounded, "cuBLAS's TF32 rounds differently"
@@ -334,7 +334,7 @@ def test_stream_k_shares_out_the_last_wave(shape, dtype, params):
     params = v.resolve(v.for_dtype(dtype, params))
     assert params["STREAM_K"] and v.geometry(params, *shape, 132).workspace > 0
     # timed: many launches, then checked again, so the flags left by one launch must not spoil the next
-    r = Problem(Shape(*shape), dtype=dtype).run(v, params, gemmlab.build(v, params), min_reps=3)
+    r = Problem(Shape(*shape), dtype=dtype).run(gemmlab.build(v, params), min_reps=3)
     assert r.status == "PASS" and r.timing is not None, (r.error, r.check)
 
 
@@ -353,7 +353,7 @@ def test_every_cluster_of_the_persistent_grid_is_resident(name, dtype, cluster):
     assert params[cluster] == 2
     geo = v.geometry(params, 4096, 4096, 4096, get_device().sms)
     assert geo.resident == (name == "wgmma_ws")
-    kernel = load(gemmlab.build(v, params))
+    kernel = load(gemmlab.build(v, params).compiled)
     kernel.max_dynamic_shared_size_bytes = geo.smem
     assert resident_blocks(kernel, geo, get_device().sms) >= geo.grid[0], geo.grid
 
@@ -369,4 +369,4 @@ def test_a_grid_that_cannot_all_run_at_once_is_refused():
     p = Problem(Shape(4096, 4096, 64), dtype="bf16")
     p.device = dataclasses.replace(p.device, sms=2 * p.device.sms)
     with pytest.raises(GemmlabError, match=r"needs all \d+ blocks of its grid running at once .*STREAM_K.* holds \d+"):
-        p.run(v, params, gemmlab.build(v, params), timed=False)
+        p.run(gemmlab.build(v, params), timed=False)

@@ -94,10 +94,9 @@ def test_the_time_limit_must_be_positive(timeout):
 # ---------------------------------------------------------------------------- GpuJobs, the real handler
 
 def _job(name):
-    """A request for GpuJobs: its `compiled` is read for .rendered.variant and .rendered.params only."""
+    """A request for GpuJobs: its kernel is read for .variant and .params only."""
     from types import SimpleNamespace
-    rendered = SimpleNamespace(variant=SimpleNamespace(name=name), params={"TILE": 8})
-    return ("run", SimpleNamespace(rendered=rendered), 1, True)
+    return ("run", SimpleNamespace(variant=SimpleNamespace(name=name), params={"TILE": 8}), 1, True)
 
 
 def test_gpu_jobs_marks_itself_poisoned_after_a_fault_and_only_then(monkeypatch):

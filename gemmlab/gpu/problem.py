@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from .bench import bench
 from ..gpu.device import DeviceInfo, get_device
 from .driver import cuda
 from .launch import CUBLAS_SOURCE, cublas_gemm, resident_blocks, tensor_map
+
+if TYPE_CHECKING:
+    from ..kernel import Kernel
 
 
 def to_bf16(x):
@@ -211,7 +215,7 @@ class Problem:
                                    hint="a smaller split or shape needs less") from None
         return self._workspace
 
-    def gpc_order(self, kernel, geo):
+    def gpc_order(self, function, geo):
         """The table of a GPC order (gemmlab/gpc.py), for a grid of one block on every SM, all running at
         once; for other grids an empty table, which the kernel takes for its natural order."""
         from ..gpu.gpc import gpc_map, order_argument, slot_table
@@ -219,7 +223,7 @@ class Problem:
         sms, blocks = self.device.sms, geo.grid[0] * geo.grid[1] * geo.grid[2]
         cupy = self.cupy
         full = (blocks == sms and cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            kernel.kernel.ptr, geo.threads, geo.smem) == 1 and resident_blocks(kernel, geo, sms) >= blocks)
+            function.kernel.ptr, geo.threads, geo.smem) == 1 and resident_blocks(function, geo, sms) >= blocks)
         return order_argument(slot_table(gpc_map(sms), sms, cluster, group) if full else None)
 
     def _timed(self, r: Result, launch, tile, epilogue, min_reps: int, phase) -> None:
@@ -247,34 +251,33 @@ class Problem:
             self._timed(r, on(self.main), (32, 32), None, min_reps, None)
         return r
 
-    def run(self, variant: Variant, params: dict, compiled: Compiled, min_reps: int = 10,
-            timed: bool = True, phase=None) -> Result:
+    def run(self, kernel: Kernel, min_reps: int = 10, timed: bool = True, phase=None) -> Result:
         """Launch on NaN-poisoned C and check, on every input set; then, if it passed (and `timed`), time
         it on the first. A CUDA error in a launch marks the result CRASHED: this process's CUDA context is
         then unusable (gemmlab's CLI runs this in a worker process for that reason)."""
         from ..compile import load
-        cupy, s = self.cupy, self.shape
-        if variant.dtype(params) != self.dtype:
-            raise GemmlabError(f"variant '{variant.name}' with DTYPE={variant.dtype(params)} cannot run on "
-                               f"{self.dtype} inputs")
+        cupy, s, variant, params, compiled = self.cupy, self.shape, kernel.variant, kernel.params, kernel.compiled
+        if kernel.dtype != self.dtype:
+            raise GemmlabError(f"variant '{variant.name}' with DTYPE={kernel.dtype} cannot run on {self.dtype} inputs")
         r = Result(variant.name, dict(params), s, resources=compiled.resources,
                    compile_ms=compiled.compile_ms if not compiled.cached else compiled.lookup_ms,
                    cached=compiled.cached, source=str(variant.path), user=not variant.builtin,
                    dtype=self.dtype)
-        geo = r.geometry = variant.geometry(params, s.M, s.N, s.K, self.device.sms)
+        plan = kernel.plan(s.M, s.N, s.K, self.device.sms)
+        geo = r.geometry = plan
         limit = self.device.smem_optin
         if compiled.resources.smem + geo.smem > limit:
             raise GemmlabError(
                 f"variant '{variant.name}' needs {compiled.resources.smem + geo.smem} bytes of shared "
                 f"memory per block; {self.device.name} allows at most {limit}")
         t0 = time.perf_counter()
-        kernel = load(compiled)
+        function = load(compiled)
         if not compiled.cached:
             r.compile_ms = compiled.lookup_ms + (time.perf_counter() - t0) * 1e3
         if geo.smem > 48 * 1024:
-            kernel.max_dynamic_shared_size_bytes = geo.smem  # opt in above the default 48 KB
+            function.max_dynamic_shared_size_bytes = geo.smem  # opt in above the default 48 KB
         if geo.resident:  # its blocks wait for each other: a block that is not running yet would hang them
-            blocks, fits = geo.grid[0] * geo.grid[1] * geo.grid[2], resident_blocks(kernel, geo, self.device.sms)
+            blocks, fits = geo.grid[0] * geo.grid[1] * geo.grid[2], resident_blocks(function, geo, self.device.sms)
             if fits < blocks:
                 raise GemmlabError(
                     f"variant '{variant.name}' needs all {blocks} blocks of its grid running at once (its blocks "
@@ -284,33 +287,37 @@ class Problem:
         epilogue = params.get("EPILOGUE")
         if epilogue is not None and epilogue not in checking.EPILOGUES:
             raise GemmlabError(f"unknown EPILOGUE {epilogue!r}: gemmlab knows {', '.join(checking.EPILOGUES)}")
-        order = self.gpc_order(kernel, geo) if geo.gpc_order else None
         reduce = load(compiled, "reduce") if geo.reduce_grid else None
+        # Every argument a template may list (templates.ARGUMENTS), as a function of the input set.
         workspace = self.workspace(geo.workspace) if geo.workspace else None
+        order = self.gpc_order(function, geo) if geo.gpc_order else None
+        boxes = dict(geo.tma)
+        provide = {
+            "A": lambda inputs: inputs.A, "B": lambda inputs: inputs.B, "C": lambda inputs: self.C,
+            "M": lambda inputs: dims[0], "N": lambda inputs: dims[1], "K": lambda inputs: dims[2],
+            "workspace": lambda inputs: workspace,
+            "tma.A": lambda inputs: tensor_map(inputs.A, boxes["A"], self.dtype),
+            "tma.B": lambda inputs: tensor_map(inputs.B, boxes["B"], self.dtype),
+            "gpc_order": lambda inputs: order,
+            "alpha": lambda inputs: np.float32(ALPHA), "beta": lambda inputs: np.float32(BETA),
+            "bias": lambda inputs: inputs.bias,
+        }
 
         def on(inputs):
-            """The launch on one set of inputs: the kernel's arguments, in the order templates declare."""
-            args = (inputs.A, inputs.B, self.C) + dims
-            if workspace is not None:
-                args += (workspace,)
-            for op, box in geo.tma:  # tensor maps the kernel's TMA copies read A and B through
-                args += (tensor_map(inputs.A if op == "A" else inputs.B, box, self.dtype),)
-            if order is not None:  # clusters of one GPC on tiles that share A's rows: only where the grid fills every SM
-                args += (order,)
-            if epilogue is not None:  # the fused epilogue's inputs
-                args += (np.float32(ALPHA), np.float32(BETA), inputs.bias)
+            """The launch on one set of inputs, with the arguments the template lists."""
+            args = tuple(provide[name](inputs) for name in plan.args)
 
             def launch():
                 if geo.zero_output:  # the kernel adds into C: part of its work, so inside the timing
                     self.C.fill(0)
-                kernel(geo.grid, geo.block, args, shared_mem=geo.smem)
+                function(geo.grid, geo.block, args, shared_mem=geo.smem)
                 if reduce is not None:  # e.g. split-K: sum the partial products from the workspace into C
                     reduce(geo.reduce_grid, geo.reduce_block, (workspace, self.C) + dims)
             return launch
 
         try:
             r.blocks_per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                kernel.kernel.ptr, geo.threads, geo.smem)
+                function.kernel.ptr, geo.threads, geo.smem)
         except Exception:
             r.blocks_per_sm = None
 
