@@ -1,0 +1,61 @@
+"""The configured kernel (gemmlab/kernel.py) and the argument list a template declares, on a CPU."""
+
+import dataclasses
+
+import pytest
+
+import gemmlab
+from gemmlab.errors import GemmlabError
+from gemmlab.kernel import LaunchPlan, configure
+from conftest import GOOD_BODY, write_template
+
+
+def test_a_kernel_is_configured_once_and_is_immutable():
+    v = gemmlab.catalog().get("tiled")
+    k = configure(v, {"TILE": 16}, "sm_90")
+    assert (k.name, k.dtype, k.arch, dict(k.params)) == ("tiled", "fp32", "sm_90", {"TILE": 16, "PREFETCH": True})
+    with pytest.raises(TypeError):
+        k.params["TILE"] = 32  # a read-only view: what was compiled cannot drift from what is reported
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        k.compiled = None
+    plan = k.plan(100, 70, 50)
+    assert isinstance(plan, LaunchPlan) and plan.grid == (5, 7, 1) and plan.block == (16, 16, 1)
+    assert plan.args == ("A", "B", "C", "M", "N", "K")
+
+
+@pytest.mark.parametrize("name,dtype,args", [
+    ("splitk", "fp32", ("A", "B", "C", "M", "N", "K", "workspace")),
+    ("mma", "bf16", ("A", "B", "C", "M", "N", "K", "alpha", "beta", "bias")),
+    ("wgmma_ws", "bf16", ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "gpc_order",
+                          "alpha", "beta", "bias")),
+])
+def test_the_arguments_follow_the_header(name, dtype, args):
+    v = gemmlab.catalog().get(name)
+    params = v.resolve(v.for_dtype(dtype))
+    assert v.arguments(params) == args
+
+
+def test_a_template_lists_its_arguments(user_dir):
+    body = GOOD_BODY.replace("int M, int N, int K)", "int M, int N, int K, const float* bias)")
+    write_template(user_dir, "listed", body, header_extra="", parent="tiled")
+    path = user_dir / "listed.cu.j2"
+    path.write_text(path.read_text().replace("[launch]\n", '[launch]\nargs = ["A", "B", "C", "M", "N", "K", "bias"]\n'))
+    v = gemmlab.catalog((user_dir,)).get("listed")
+    assert v.arguments(v.defaults())[-1] == "bias"
+    assert configure(v, None, "sm_90").plan(8, 8, 8).args[-1] == "bias"
+
+
+@pytest.mark.parametrize("args,message", [
+    ('["A", "B", "C", "M", "N", "K", "scale"]', r"launch.args: unknown argument 'scale'; known: A, B, C, M, N, K, workspace"),
+    ('["A", "B", "C", "M", "N", "K", "workspace"]', r"launch.args: workspace needs launch.workspace"),
+    ('["A", "B", "C", "M", "N", "K", "tma.A"]', r"launch.args: tma.A needs launch.tma"),
+    ('"A B C"', r"launch.args must list the kernel's arguments by name"),
+])
+def test_a_wrong_argument_list_is_a_header_error(user_dir, args, message):
+    write_template(user_dir, "badargs", GOOD_BODY)
+    path = user_dir / "badargs.cu.j2"
+    path.write_text(path.read_text().replace("[launch]\n", f"[launch]\nargs = {args}\n"))
+    cat = gemmlab.catalog((user_dir,))
+    assert "badargs" in cat.broken and message.replace("\\", "") in cat.broken["badargs"].message
+    with pytest.raises(GemmlabError, match=message):
+        cat.get("badargs")
