@@ -1,0 +1,51 @@
+"""worker.Isolated's life cycle (no GPU): a worker left normally is told to go and exits cleanly, one
+left by an error is killed, the messages of a crash and a hang say what happened, and killing or
+closing what is already gone is harmless."""
+
+import pytest
+
+from gemmlab.worker import Fault, Isolated
+
+
+def test_a_worker_left_normally_exits_by_itself():
+    with Isolated("handlers:Echo", ("t",), timeout=10) as w:
+        w.start()
+        proc = w.proc
+        assert proc.daemon is True  # never outlives the CLI
+    assert proc.exitcode == 0 and w.proc is None  # asked to go (None), not killed
+
+
+def test_a_worker_left_by_an_error_is_killed_at_once():
+    with pytest.raises(KeyboardInterrupt):
+        with Isolated("handlers:Echo", ("t",), timeout=10) as w:
+            w.start()
+            proc = w.proc
+            raise KeyboardInterrupt
+    assert proc.exitcode == -9 and w.proc is None
+
+
+def test_the_messages_of_a_crash_and_a_hang():
+    with Isolated("handlers:Echo", ("t",), timeout=1) as w:
+        with pytest.raises(Fault) as e:
+            w.call(("die",))
+        assert (e.value.kind, e.value.message) == ("CRASHED", "the worker process died during the job (exit code 3)")
+        assert str(e.value) == "CRASHED: the worker process died during the job (exit code 3)"
+        with pytest.raises(Fault) as e:
+            w.call(("hang",))
+        assert (e.value.kind, e.value.message) == (
+            "TIMEOUT", "the job made no progress for 1 s; the worker was killed (raise the limit with --timeout)")
+        with pytest.raises(Fault, match="the job made no progress for 0.5 s"):
+            w.call(("hang",), timeout=0.5)  # a limit for this call only
+
+
+def test_killing_or_closing_a_worker_that_is_gone_is_harmless():
+    w = Isolated("handlers:Echo", ("t",), timeout=5)
+    w.kill()
+    w.close()  # none was started
+    with pytest.raises(Fault):
+        w.call(("die",))
+    assert w.proc is None
+    w.kill()
+    w.close()
+    assert w.call(("echo", 1)) == 1  # and a new one starts
+    w.close()
