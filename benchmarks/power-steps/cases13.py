@@ -1,2 +1,0 @@
-[("tf32", 4096, [("wgmma_tf32", {}), ("wgmma_tf32", {"CLUSTER_M": 2})]),
- ("tf32", 8192, [("wgmma_tf32", {}), ("wgmma_tf32", {"CLUSTER_M": 2})])]

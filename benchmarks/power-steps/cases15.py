@@ -1,2 +1,0 @@
-[("tf32", 4096, [("wgmma_tf32", {}), ("wgmma_tf32", {"PAIRS": True}), ("wgmma_tf32", {"PAIRS": True, "NOCVT": True})]),
- ("tf32", 8192, [("wgmma_tf32", {}), ("wgmma_tf32", {"PAIRS": True})])]

@@ -1,2 +1,0 @@
-[("bf16", 4096, [("wgmma_ws", {}), ("ws_t", {"EARLY": True, "EARLY3": True, "RELAXED": True, "SCALE_D": True})]),
- ("fp16", 4096, [("wgmma_ws", {}), ("ws_t", {"EARLY": True, "EARLY3": True, "RELAXED": True, "SCALE_D": True})])]

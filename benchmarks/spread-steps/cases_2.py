@@ -1,1 +1,0 @@
-[("fp32", n, [("lean", {}), ("spread", {}), ("spread", {"COPY_AT": "mid"}), ("spread", {"COPY_AT": "end"}), ("spread", {"UNROLL": 16}), ("spread", {"UNROLL": 16, "COPY_AT": "mid"}), ("spread", {"STAGES": 4})]) for n in (4096, 8192)]

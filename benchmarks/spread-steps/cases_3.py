@@ -1,2 +1,0 @@
-[("fp32", n, [("lean", {}), ("spread", {}), ("spread", {"PREFETCH": True}), ("spread", {"PREFETCH": True, "UNROLL": 16}), ("spread", {"PREFETCH": True, "UNROLL": 4})]) for n in (4096, 8192, 2048)] + \
-[("fp32", n, [("lean", MED), ("spread", MED), ("spread", {**MED, "PREFETCH": True}), ("spread", {**MED, "PREFETCH": True, "UNROLL": 4})]) for n in (3072, 1024) for MED in [{"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}]]

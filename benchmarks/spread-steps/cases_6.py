@@ -1,2 +1,0 @@
-[("fp32", n, [("spread", {"STAGES": 2, "BK": 64}), ("spread", {"STAGES": 2, "BK": 64, "ONEBLOCK": True}), ("spread", {"ONEBLOCK": True}), ("spread", {"STAGES": 2, "BK": 64, "ONEBLOCK": True, "GROUP_M": 8})]) for n in (4096, 8192)] + \
-[("fp32", n, [("spread", MED), ("spread", {**MED, "ONEBLOCK": True}), ("spread", {**MED, "STAGES": 2, "BK": 64, "ONEBLOCK": True})]) for n in (3072, 1024) for MED in [{"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}]]
