@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Regenerate the H100 results that README.md and docs/ cite, with gemmlab's own commands only.
+#
+#     benchmarks/regenerate.sh WHAT DIR [PREFIX]
+#
+# writes PREFIX-*.json (PREFIX defaults to h100) into DIR, a directory of new files: gemmlab's --out never
+# overwrites one, and a committed result is replaced only by moving the new file over it on purpose.
+# WHAT is one of the groups below, or all; benchmarks/README.md says which file each writes and which
+# table it feeds. GEMMLAB=echo prints the commands instead of running them.
+set -euo pipefail
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|tune|scaling|occupancy|profile|faults|all DIR [PREFIX]}
+dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
+p=${3:-h100}
+dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
+cd "$(dirname "$0")/.."
+read -r -a gemmlab <<< "${GEMMLAB:-python3 -m gemmlab}"
+g() { "${gemmlab[@]}" "$@"; }
+# A failed row (CRASHED, FAIL) makes gemmlab exit 1 with everything else written: go on to the next file.
+keep() { g "$@" || echo "regenerate.sh: exit status $? from: gemmlab $*" >&2; }
+
+ladder() {  # the FP32 ladder and cuBLAS at five sizes (the README's ladder and head-to-head tables)
+    for s in 1024 2048 3072 4096 8192; do keep compare --size "$s" --out "$dir/$p-compare-$s.json"; done
+}
+
+tensor() {  # the tensor-core ladder, 5 rounds taken in turn with cuBLAS (docs/ladder.md)
+    for s in 4096 8192; do
+        for t in bf16 fp16; do
+            v=wmma,mma,wgmma,wgmma_ws,wgmma_pingpong
+            [ "$s" = 8192 ] && v=mma,wgmma,wgmma_ws,wgmma_pingpong  # wmma takes 10 s a run there
+            keep compare --rounds 5 --dtype "$t" --variants "$v" --size "$s" --out "$dir/$p-tensor-$t-$s.json"
+        done
+    done
+    keep compare --rounds 5 --dtype tf32 --variants wmma,mma,wgmma_tf32 --size 4096 --out "$dir/$p-tensor-tf32-4096.json"
+}
+
+versus() {  # the speed goals: the best rung alone with cuBLAS, 20 rounds taken in turn (the README)
+    for s in 4096 8192; do
+        for t in bf16 fp16; do
+            keep compare --rounds 20 --dtype "$t" --variants wgmma_ws --size "$s" --out "$dir/$p-versus-$t-$s.json"
+        done
+    done
+    keep compare --rounds 20 --dtype tf32 --variants wgmma_tf32 --size 4096 --out "$dir/$p-versus-tf32-4096.json"
+}
+
+sweeps() {  # the suite's small shapes: the sweeps whose winners (--save-best) kernels/tuning.json ships
+    local d="$dir/$p-sweep-split"
+    mkdir -p "$d"
+    for M in 1 16 32 64; do
+        BM=$([ "$M" -lt 32 ] && echo "$M" || echo 16,32)
+        EF=$([ "$M" -lt 32 ] && echo false,true || echo false)  # the L2 hint, where one block row reads B once
+        keep sweep --variant skinny_async -M "$M" -N 3072 -K 3072 --param BM=$BM --param WARPS=2,4 --param ROWS=8,16 \
+            --param STAGES=2,3,4 --param SPLIT_K=4,8,16,32,64 --param EVICT_FIRST=$EF --save-best --fresh \
+            --out "$d/skinny_async-${M}x3072x3072.json"
+    done
+    keep sweep --variant skinny_narrow -M 1 -N 3072 -K 3072 --param COLS=16,32,64 --param WARPS=4,8,16 --param ROWS=8,16 \
+        --param STAGES=2,3,4 --param EVICT_FIRST=false,true --save-best --fresh --out "$d/skinny_narrow-1x3072x3072.json"
+    keep sweep --variant pipelined -M 128 -N 128 -K 32768 --param BM=64,128 --param BN=64,128 --param WM=32,64 \
+        --param WN=32,64 --param TM=4,8,16 --param TN=4,8 --param SPLIT_K=32,64,128 --save-best --fresh \
+        --out "$d/pipelined-128x128x32768.json"
+    for K in 256 1024 8192; do
+        keep sweep --variant pipelined -M 256 -N 256 -K "$K" --param BM=64 --param BN=64,128 --param WM=32 --param WN=32,64 \
+            --param TM=4,8 --param TN=4,8 --param STAGES=3,4 --param SPLIT_K=2,4,8,16,32,64 --save-best --fresh \
+            --out "$d/pipelined-256x256x$K.json"
+    done
+    local med=(--param BM=64 --param BN=128 --param WM=32 --param WN=64 --param TM=8 --param TN=8 --param STAGES=3)
+    for M in 512 256 128 64; do
+        keep sweep --variant spread -M "$M" -N 3072 -K 3072 "${med[@]}" --param BK=16,32 --param UNROLL=4,8 \
+            --param SPLIT_K=2,4,8,16,32 --save-best --fresh --out "$d/spread-${M}x3072x3072.json"
+    done
+    keep sweep --variant spread -M 256 -N 256 -K 8192 --param BM=64 --param BN=64,128 --param WM=32 --param WN=32,64 \
+        --param TM=4,8 --param TN=8 --param BK=16,32 --param STAGES=3 --param SPLIT_K=16,32,64 --save-best --fresh \
+        --out "$d/spread-256x256x8192.json"
+}
+
+suite() {  # the lab's 12 shapes with auto (the shipped tuning table) and cuBLAS, on the roofline (docs/journal.md)
+    keep suite --rounds 3 --out "$dir/$p-suite.json" --plot "$dir/$p-roofline.png"
+}
+
+tune() {  # the sweeps that chose the rungs' defaults (docs/ladder.md, docs/journal.md)
+    local s=(--size 4096 --fresh)
+    keep sweep --variant tiled "${s[@]}" --param TILE=8,16,32 --param PREFETCH=false,true --out "$dir/$p-tune-4096-tiled.json"
+    keep sweep --variant regblock "${s[@]}" --param TILE=32,64,128 --param BK=8,16,32 --param REG=2,4,8 \
+        --out "$dir/$p-tune-4096-regblock.json"
+    keep sweep --variant blocktile1d "${s[@]}" --param BM=32,64,128 --param BN=32,64,128 --param BK=8,16,32 \
+        --param TM=4,8,16 --out "$dir/$p-tune-4096-blocktile1d.json"
+    for v in vectorized bankfree; do
+        keep sweep --variant $v "${s[@]}" --param TILE=64,128 --param BK=8,16 --param REG=4,8 --out "$dir/$p-tune-4096-$v.json"
+    done
+    keep sweep --variant warptile "${s[@]}" --param BM=64,128,256 --param BN=64,128,256 --param BK=8,16 --param WM=32,64 \
+        --param WN=32,64 --param TM=4,8,16 --param TN=4,8,16 --out "$dir/$p-tune-4096-warptile.json"
+    for n in 1024 3072; do
+        keep sweep --variant pipelined --size $n --fresh --param BM=64,128 --param BN=64,128,256 --param WM=32,64 \
+            --param WN=32,64 --param TM=4,8,16 --param TN=4,8 --out "$dir/$p-tune-pipelined-$n.json"
+    done
+    for n in 4096 8192; do
+        keep sweep --variant pipelined --size $n --fresh --param BM=128,256 --param BN=128,256 --param TM=8,16 \
+            --param TN=8,16 --out "$dir/$p-sweep-pipelined-threadtile-$n.json"
+    done
+    keep sweep --variant mma --dtype bf16 "${s[@]}" --param BM=128,256 --param BN=128,256 --param BK=32,64 \
+        --param STAGES=3,4 --out "$dir/$p-sweep-mma.json"
+    keep sweep --variant mma --dtype bf16 "${s[@]}" --param BM=128,256 --param BN=128,256 --param WM=32,64 \
+        --param WN=32,64 --param BK=32 --param STAGES=3 --out "$dir/$p-sweep-mma-warptile.json"
+    for n in 4096 8192; do
+        for t in bf16 fp16; do
+            keep sweep --variant wgmma_ws --dtype $t --size $n --fresh --param GROUP_M=8,16 --param CLUSTER_M=1,2 \
+                --out "$dir/$p-sweep-wgmma_ws-$t-$n.json"
+        done
+    done
+    keep sweep --variant wgmma_pingpong --dtype bf16 "${s[@]}" --param BM=64,128 --param BN=128,256 \
+        --param STAGES=3,4,5,6 --out "$dir/$p-sweep-wgmma_pingpong.json"
+}
+
+scaling() {  # GFLOP/s against N, with the CPU (docs/journal.md)
+    keep scaling --variants auto,tiled,regblock --sizes 256,512,1024,2048,3072,4096,8192 --backend numpy \
+        --plot "$dir/$p-scaling.png" --json > "$dir/$p-scaling.json"
+}
+
+occupancy() {  # copy bandwidth against warps per SM (docs/journal.md)
+    keep occupancy --plot "$dir/$p-occupancy.png" --json > "$dir/$p-occupancy.json"
+}
+
+profile() {  # ncu: one launch each, and the device's facts (docs/journal.md; tests read them as samples)
+    keep profile --variant pipelined --json > "$dir/$p-profile-pipelined.json"
+    keep profile --variant wgmma_ws --dtype bf16 --json > "$dir/$p-profile-wgmma_ws.json"
+    keep device --json > "$dir/$p-device.json"
+}
+
+faults() {  # a crash, a hang, a race and an overrun, with the broken templates of examples/broken/
+    {
+        echo "# $(date -u +%FT%TZ) commit ${GEMMLAB_COMMIT:-$(git rev-parse --short=12 HEAD)}"
+        echo '$ gemmlab compare --variants naive,oob,hang,tiled --kernels-dir examples/broken --size 1024 --timeout 10'
+        start=$(date +%s)
+        keep compare --variants naive,oob,hang,tiled --kernels-dir examples/broken --size 1024 --timeout 10 \
+            --out "$dir/$p-faults.json" 2>&1
+        echo "$(( $(date +%s) - start )) s in all"
+        for tool in racecheck memcheck; do
+            v=$([ "$tool" = racecheck ] && echo racy || echo edge)
+            echo "\$ gemmlab run --variant $v --kernels-dir examples/broken --sanitize $tool"
+            keep run --variant "$v" --kernels-dir examples/broken --sanitize "$tool" --seed 1 2>&1
+            keep run --variant "$v" --kernels-dir examples/broken --sanitize "$tool" --seed 1 --json \
+                > "$dir/$p-sanitize-$tool.json"
+        done
+    } | tee "$dir/$p-faults.txt"
+}
+
+case "$what" in
+    all) for w in ladder tensor versus sweeps suite tune scaling occupancy profile faults; do "$w"; done ;;
+    ladder|tensor|versus|sweeps|suite|tune|scaling|occupancy|profile|faults) "$what" ;;
+    *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
+esac
