@@ -124,7 +124,7 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
                     e.results.append(Result("cuBLAS", {}, shape, source=CUBLAS_SOURCE[opts.dtype], dtype=opts.dtype,
                                             fault=f.kind, error=f.message))
                 return
-            v, params = e.variant, e.params
+            v, params = e.variant.on(dev), e.params  # checked and rendered with this GPU's limits (limits.py)
             try:
                 if e.kernel is None:  # built once, in the first round: no GPU needed, and not on the clock
                     v.geometry(v.resolve(params), shape.M, shape.N, shape.K)  # a grid CUDA cannot launch: say so first

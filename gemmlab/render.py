@@ -19,6 +19,7 @@ from jinja2.lexer import Token
 
 from .errors import GemmlabError
 from .gpu.gpc import MAX_SLOTS
+from .limits import Limits
 from .templates import BODY_GLOBALS, C_TYPES, Sandbox, Variant, builtin_dir, sandbox_message, show_params
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
@@ -85,20 +86,23 @@ class Rendered:
         return None
 
 
-_envs: dict[tuple[str, ...], Environment] = {}
+_envs: dict[tuple, Environment] = {}
 
 
-def environment(search: list[Path]) -> Environment:
+def environment(search: list[Path], limits: Limits) -> Environment:
     """One Jinja environment per search path (the variant's own directory, then the built-in one), so
-    `{% import %}` of a shared macro file finds a copy beside the template before the built-in one.
-    A sandbox (templates.Sandbox): a template is data, and rendering one runs nothing on the host."""
-    key = tuple(str(p) for p in search)
+    `{% import %}` of a shared macro file finds a copy beside the template before the built-in one, and
+    per set of device limits, which are its globals (SMEM_OPTIN, ...: limits.py): the template and every
+    file it includes or imports see them. A sandbox (templates.Sandbox): a template is data, and
+    rendering one runs nothing on the host."""
+    key = (tuple(str(p) for p in search), limits)
     if key not in _envs:
-        env = Sandbox(loader=FileSystemLoader(list(key)), undefined=StrictUndefined,
+        env = Sandbox(loader=FileSystemLoader(list(key[0])), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                       extensions=[LineTags], auto_reload=True)
         env.globals.update(BODY_GLOBALS, ctype=C_TYPES.__getitem__,  # ctype(DTYPE): the input's C type
                            GPC_SLOTS=MAX_SLOTS)  # the GpcOrder argument's slots, as gpc.py packs them
+        env.globals.update(limits.names())
         _envs[key] = env
     return _envs[key]
 
@@ -117,7 +121,7 @@ def _template_error_location(err: Exception) -> str:
 def render(variant: Variant, params: Mapping[str, object] | None = None) -> Rendered:
     """Render a variant; missing parameters take their defaults, and all are validated first."""
     params = variant.resolve(params)
-    env = environment(list(dict.fromkeys([variant.path.parent, builtin_dir()])))
+    env = environment(list(dict.fromkeys([variant.path.parent, builtin_dir()])), variant.limits)
     names = dict(params)
     names["THREADS"] = variant.threads(params)  # from the header's launch.block: cannot drift
     try:

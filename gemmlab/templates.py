@@ -17,10 +17,10 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     help = "what TILE means"
 
     [[constraints]]
-    check = "TILE * TILE <= 1024"        # a Jinja expression over the parameters
-    why = "a block holds at most 1024 threads"
+    check = "TILE * TILE <= MAX_THREADS"  # a Jinja expression over the parameters and the device limits
+    why = "one thread per element of the tile, and a block holds at most MAX_THREADS threads"
 
-    [launch]                               # expressions over M, N, K, SMS and the parameters
+    [launch]                               # expressions over M, N, K, SMS, the parameters and the limits
     block = ["TILE", "TILE"]
     grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
     smem = "0"                             # dynamic shared memory, bytes
@@ -34,11 +34,16 @@ after the tensor maps, see gemmlab/gpc.py) and `[[launch.requires]]` (checks on 
 alignment TMA needs, each with its reason).
     ---#}
 
+A template writes no device limit as a number: expressions and the body name them (MAX_THREADS,
+REGS_PER_THREAD, REGS_PER_SM, SMEM_PER_BLOCK, SMEM_OPTIN, SMEM_PER_SM; gemmlab/limits.py), and they are
+the GPU's where gemmlab knows it (Variant.on), else the sm_90 defaults.
+
 Nothing here needs a GPU or cupy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import itertools
@@ -54,6 +59,7 @@ from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, modifies_known_mutable, safe_range
 
 from .errors import GemmlabError
+from .limits import NAMES as LIMIT_NAMES, Limits, limits as device_limits
 
 SUFFIX = ".cu.j2"
 HEADER_RE = re.compile(r"\A\{#---[ \t]*\n(.*?)\n---#\}", re.S)
@@ -68,8 +74,7 @@ C_TYPES = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfl
 # float bias[N].
 ARGUMENTS = ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "gpc_order", "alpha", "beta", "bias")
 
-# CUDA's hard limits on a launch (all current architectures).
-MAX_THREADS_PER_BLOCK = 1024
+# CUDA's hard limits on a launch's shape (all current architectures); the device's limits are in limits.py.
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 
@@ -300,6 +305,7 @@ class Variant:
     gpc_order: dict[str, str] = field(default_factory=dict)  # when, cluster, group: expressions
     requires: list[Constraint] = field(default_factory=list)  # checks on M, N, K
     arch: str | None = None  # an exact target the kernel needs (sm_90a for wgmma)
+    limits: Limits = device_limits()  # the device limits its expressions and body see (on() sets a GPU's)
     predict: str = ""
     predict_x: float | None = None  # the prediction as a number: speed-up over the parent
     builtin: bool = True
@@ -359,21 +365,32 @@ class Variant:
             raise GemmlabError(f"variant '{self.name}' cannot run with {show_params(values)}:\n  " + "\n  ".join(problems))
         return values
 
+    def on(self, device) -> Variant:
+        """This variant with the limits of `device` (a DeviceInfo): what it may be run with, and how it
+        renders, on that GPU. Without one, a variant has the sm_90 defaults (limits.py)."""
+        found = device_limits(device)
+        return self if found == self.limits else dataclasses.replace(self, limits=found)
+
     def violations(self, values: Mapping[str, object]) -> list[str]:
-        """The reason of every constraint these values break, plus the CUDA block-size limits."""
+        """The reason of every constraint these values break, plus the CUDA block-size limits. Constraints
+        see the parameters and the device limits; where a constraint names a limit, its reason ends with
+        the limit's value."""
         out = []
+        names = {**self.limits.names(), **values}
         for c in self.constraints:
-            if not evaluate(c.check, values, "constraint", self.path):
-                out.append(f"{c.check}: {c.why}")
+            if not evaluate(c.check, names, "constraint", self.path):
+                shown = [f"{n} = {names[n]}" for n in dict.fromkeys(re.findall(r"\b[A-Z_][A-Z0-9_]*\b", c.check))
+                         if n in LIMIT_NAMES]
+                out.append(f"{c.check}: {c.why}" + (f" [{', '.join(shown)}]" if shown else ""))
         if out:
             return out  # the template's own reasons say it better than the generic limits below
-        block = self._dims(self.block, dict(values, M=1, N=1, K=1), "block")
+        block = self._dims(self.block, {**names, "M": 1, "N": 1, "K": 1}, "block")
         threads = block[0] * block[1] * block[2]
         if min(block) < 1:
             out.append(f"block {block}: every dimension must be at least 1")
-        elif threads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block, MAX_BLOCK_DIM)):
+        elif threads > self.limits.MAX_THREADS or any(b > m for b, m in zip(block, MAX_BLOCK_DIM)):
             out.append(f"block {block} has {threads} threads: a block holds at most "
-                       f"{MAX_THREADS_PER_BLOCK} threads (and {MAX_BLOCK_DIM} per dimension)")
+                       f"{self.limits.MAX_THREADS} threads (and {MAX_BLOCK_DIM} per dimension)")
         return out
 
     def configs(self) -> Iterator[tuple[dict, list[str]]]:
@@ -390,7 +407,7 @@ class Variant:
         defaults plus, for every allowed value of every parameter, the valid configuration closest to
         the defaults that uses it (so each value is still compiled and run at least once). Worked out
         once per header (pipelined has over 10,000 combinations to check)."""
-        key = (tuple(self.params.items()), tuple(self.constraints), self.block, limit)
+        key = (tuple(self.params.items()), tuple(self.constraints), self.block, self.limits, limit)
         if key not in _samples:
             _samples[key] = self._sample(limit)
         return [dict(p) for p in _samples[key]]
@@ -444,13 +461,13 @@ class Variant:
         return tuple(dims + [1] * (3 - len(dims)))
 
     def threads(self, values: Mapping[str, object]) -> int:
-        b = self._dims(self.block, dict(values, M=1, N=1, K=1), "block")
+        b = self._dims(self.block, {**self.limits.names(), **values, "M": 1, "N": 1, "K": 1}, "block")
         return b[0] * b[1] * b[2]
 
     def geometry(self, values: Mapping[str, object], M: int, N: int, K: int, sms: int = 1) -> Geometry:
         """The launch for shape M x N x K. `SMS`, the GPU's SM count, sizes persistent grids (1 where
         only the shape's validity is in question)."""
-        names = dict(values, M=M, N=N, K=K, SMS=sms)
+        names = {**self.limits.names(), **values, "M": M, "N": N, "K": K, "SMS": sms}
         for c in self.requires:
             if not evaluate(c.check, names, "launch.requires", self.path):
                 raise GemmlabError(f"variant '{self.name}' cannot run shape {M}x{N}x{K}: {c.why} ({c.check})")
@@ -558,6 +575,9 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
         params[pname] = Param(pname, default, choices, spec.get("help", ""))
     if "DTYPE" in params:
         raise _fail(path, "DTYPE is made from 'dtypes'; do not declare it as a parameter")
+    for pname in params:
+        if pname in LIMIT_NAMES:
+            raise _fail(path, f"parameter name '{pname}' is a device limit's (gemmlab/limits.py); choose another")
     if dtypes != ("fp32",):
         # The input type becomes a parameter like any other: constraints, launch expressions and the
         # template see it, sweeps can vary it, and the history tells runs of different types apart.

@@ -2,10 +2,13 @@
 
 import itertools
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
 from gemmlab import GemmlabError
+from gemmlab.limits import limits
+from gemmlab.render import render
 from gemmlab.templates import builtin_dir, discover, load_variant
 from conftest import GOOD_BODY, write_template
 
@@ -41,12 +44,13 @@ def test_tile_64_is_rejected_with_the_reason():
     v = discover().get("tiled")
     with pytest.raises(GemmlabError) as e:
         v.resolve({"TILE": 64})
-    assert "1024 threads" in e.value.message and "4096" in e.value.message
+    message = e.value.message
+    assert "at most MAX_THREADS threads" in message and "[MAX_THREADS = 1024]" in message and "4096" in message
 
 
 def test_regblock_constraints_reject_bad_combinations():
     v = discover().get("regblock")
-    with pytest.raises(GemmlabError, match="at most 1024 threads"):
+    with pytest.raises(GemmlabError, match=r"at most MAX_THREADS threads.*\[MAX_THREADS = 1024\]"):
         v.resolve({"TILE": 128, "REG": 2})  # 64 x 64 threads
     with pytest.raises(GemmlabError, match="idle"):
         v.resolve({"TILE": 32, "REG": 8})  # 4 x 4 threads
@@ -157,11 +161,13 @@ def test_a_regular_install_ships_the_kernels(tmp_path):
 
 
 @pytest.mark.parametrize("name,values,reason", [
-    ("blocktile1d", {"BM": 128, "BN": 128, "TM": 4}, "at most 1024"),
+    ("blocktile1d", {"BM": 128, "BN": 128, "TM": 4}, "at most MAX_THREADS [MAX_THREADS = 1024]"),
     ("warptile", {"WM": 32, "WN": 32, "TM": 8, "TN": 8}, "32 lanes of a warp"),
     ("warptile", {"BM": 256, "BN": 256, "WM": 32, "WN": 32, "TM": 4, "TN": 8}, "16 warps per block"),
     ("pipelined", {"BM": 256, "WM": 64, "TM": 16, "TN": 16}, "32 lanes"),
-    ("pipelined", {"BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINBLOCKS": 2, "BM": 256}, "65536 registers"),
+    ("pipelined", {"BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINBLOCKS": 2, "BM": 256},
+     "share an SM's REGS_PER_SM registers (REGS_PER_THREAD at most per thread); a thread needs TM*TN accumulators, "
+     "TM+TN operands and about 56 more for addresses, or it spills [REGS_PER_THREAD = 255, REGS_PER_SM = 65536]"),
 ])
 def test_upper_rungs_reject_bad_combinations_with_their_reason(name, values, reason):
     v = discover().get(name)
@@ -337,3 +343,41 @@ def test_sample_is_the_nearest_valid_configuration(user_dir, limit):
         assert not any(p["A"] == 4 for p in sample)  # A=4 needs B=3, and A * B <= 6: never valid
     else:
         assert len(sample) == 55
+
+
+# ---------------------------------------------------------------------------- device limits
+
+def _gpu(**given):
+    """A device as limits() reads it (DeviceInfo's fields), with the H100's numbers unless given."""
+    return SimpleNamespace(**dict(name="a GPU", regs_per_sm=65536, smem_per_block=48 * 1024, smem_optin=227 * 1024,
+                                  smem_per_sm=228 * 1024) | given)
+
+
+def test_without_a_gpu_the_limits_are_sm_90s():
+    assert limits().names() == {"MAX_THREADS": 1024, "REGS_PER_THREAD": 255, "REGS_PER_SM": 65536,
+                                "SMEM_PER_BLOCK": 48 * 1024, "SMEM_OPTIN": 227 * 1024, "SMEM_PER_SM": 228 * 1024}
+    v = discover().get("wgmma")
+    assert v.limits == limits() and v.on(None) is v and v.on(_gpu()) is v  # the H100's own: the same variant
+
+
+def test_a_gpus_limits_decide_what_runs_and_the_reason_names_them():
+    v = discover().get("wgmma").on(_gpu(smem_optin=99 * 1024, smem_per_sm=100 * 1024, name="a smaller GPU"))
+    assert v.limits.SMEM_OPTIN == 99 * 1024 and v.limits.source == "a smaller GPU"
+    with pytest.raises(GemmlabError) as e:
+        v.resolve()  # 4 stages of 128 x 64 and 64 x 256 bf16 tiles: 193 KB
+    assert "fit in the SMEM_OPTIN bytes a block may have [SMEM_OPTIN = 101376]" in e.value.message
+    assert v.resolve({"STAGES": 2, "BN": 128})["STAGES"] == 2  # 65 KB
+
+
+def test_template_bodies_see_the_gpus_limits():
+    """wgmma_ws gives its consumers what the block's registers leave: more registers, a larger setmaxnreg."""
+    v = discover().get("wgmma_ws")
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in render(v, v.defaults()).source
+    big = v.on(_gpu(regs_per_sm=2 * 65536))
+    assert "setmaxnreg.inc.sync.aligned.u32 248;" in render(big, big.defaults()).source  # REGS_PER_THREAD's cap
+
+
+def test_a_parameter_may_not_take_a_limits_name(user_dir):
+    path = write_template(user_dir, "greedy", GOOD_BODY, header_extra="[params.SMEM_OPTIN]\ndefault = 1\nchoices = [1]\n")
+    with pytest.raises(GemmlabError, match="parameter name 'SMEM_OPTIN' is a device limit's"):
+        load_variant(path, builtin=False)
