@@ -6,7 +6,7 @@ never merges loads of SMs in different GPCs. SM numbers go round the GPCs (on an
 GPC, 2-3 in the next, ...), so a persistent grid's neighbouring blocks, which share the most, sit in
 different GPCs. `slot_table` gives each cluster a slot of the grid by the GPC it runs in, so that the
 clusters of one GPC work on the same rows of A: the wgmma_ws template reads its slot through %smid
-(benchmarks/h100-power-experiments.txt, runs 54-57).
+(docs/journal.md, "The GPC order").
 
 CUDA has no call that names an SM's GPC. A cluster's blocks always run in one GPC, so `gpc_map`
 launches large clusters, one block per SM, and joins the SMs that each cluster's blocks ran on.

@@ -63,7 +63,7 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
              # tf32: FP32 in memory, which the copy engine rounds to TF32 (to nearest, as cuBLAS's kernel
              # has it) on the way into shared memory, so that the tensor cores read rounded operands and the
              # zeroed low bits stop toggling (H100: 1.62 -> 1.65 GHz under the power cap, 3% faster;
-             # benchmarks/h100-power-experiments.txt, run 26)
+             # docs/journal.md, "TF32: wgmma_tf32")
              "tf32": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_TFLOAT32}
     if dtype not in kinds:
         raise GemmlabError(f"gemmlab makes TMA tensor maps for {', '.join(kinds)}, not {dtype}")
