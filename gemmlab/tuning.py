@@ -21,7 +21,7 @@ from .templates import builtin_dir, data_dir
 
 # A cached shape within a factor of 1.41 in each of M, N and K counts as near. A factor of 2 let 512^3
 # take 256x256x1024's splitk winner: 7.8 TFLOP/s where the rule's choice gives 12.7
-# (benchmarks/h100-near-shape.txt).
+# (docs/journal.md, "Any shape").
 NEAR = 0.5
 
 
@@ -50,7 +50,7 @@ def load() -> dict:
 
 
 def shipped() -> dict:
-    """The winners of the sweeps gemmlab's authors ran (benchmarks/h100-sweep-*), shipped beside the
+    """The winners of the sweeps gemmlab's authors ran on an H100 (docs/journal.md), shipped beside the
     templates: a fresh install on the same GPU starts from measured choices."""
     return _read(builtin_dir() / "tuning.json")
 
@@ -88,10 +88,10 @@ def cached(device: str, shape) -> tuple[dict, str] | None:
     return (best[1], best[2]) if best else None
 
 
-# pipelined's 64 x 128 tile: the best medium tile in benchmarks/h100-tune-pipelined-{1024,3072}.json.
+# pipelined's 64 x 128 tile: the best medium tile in its sweeps at 1024^3 and 3072^3 (docs/journal.md).
 MEDIUM = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}
 # spread takes it with BK=32 in three buffers, so that three blocks share an SM (H100, interleaved with
-# cuBLAS: 1.09x at 3072^3, 1.13x at 1024^3; BK=64 in two: 0.99x at 3072^3; benchmarks/h100-spread-steps.txt)
+# cuBLAS: 1.09x at 3072^3, 1.13x at 1024^3; BK=64 in two: 0.99x at 3072^3; docs/journal.md)
 SPREAD_MEDIUM = dict(MEDIUM, BK=32, STAGES=3)
 
 
@@ -105,8 +105,8 @@ def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) from the shape alone: for C of up to 32 rows skinny_narrow or
     skinny_async (skinny_rule), else spread's 128 x 256 tile where its blocks fill the SMs' waves, its
     64 x 128 tile where that fills them better, and for small or skinny C pipelined's 64 x 128 tile
-    with K split until there are blocks enough (the shape of most winners in
-    benchmarks/h100-sweep-split/)."""
+    with K split until there are blocks enough (the shape of most winners of the suite's sweeps,
+    docs/journal.md)."""
     M, N = shape.M, shape.N
     if M <= 32:
         return skinny_rule(shape, sms)
@@ -130,7 +130,7 @@ def skinny_rule(shape, sms: int) -> tuple[str, dict, str]:
     defaults (K whole, no zeroing of C: the winner at 1 x 3072 x 3072). Otherwise skinny_async for M <=
     32: BM rounded up from M, at most 16 (more rows take more 16-row blocks, which read B again from
     L2), and K split until there are about 6 blocks of 2 warps an SM. This reproduces the winners at 16
-    and 32 x 3072 x 3072 (SPLIT_K 32 and 16; benchmarks/h100-sweep-split/skinny_async-*)."""
+    and 32 x 3072 x 3072 (SPLIT_K 32 and 16; docs/journal.md)."""
     bands = math.ceil(shape.N / 32)
     if shape.M == 1 and 2 * bands >= sms:
         return ("skinny_narrow", {}, f"one row of C: {bands} bands of 32 columns, each over all of K (no split)")
