@@ -1,100 +1,158 @@
-"""The README stays true: its ladder tables are the committed H100 results, and the results say where
-and when they were measured."""
+"""The README and docs/ stay true: their tables are the committed H100 results as `gemmlab report` and
+`gemmlab explain` print them (benchmarks/README.md says which command makes which), the results say where
+and when they were measured, and the README's only measured numbers are those tables and their captions."""
 
 import json
+import re
 
 import pytest
+from click.testing import CliRunner
 
-from gemmlab import report
+from gemmlab.cli import cli
 from conftest import ROOT
 
-RESULTS = sorted((ROOT / "benchmarks").glob("h100-compare-*.json"))
-LADDER_TABLES = [p for p in RESULTS if p.name in ("h100-compare-4096.json", "h100-compare-1024.json")]
+BENCH = ROOT / "benchmarks"
+RESULTS = sorted(BENCH.glob("h100-compare-*.json"))
+# Each ladder table, and the page it is on.
+LADDER_TABLES = {"h100-compare-4096.json": "README.md", "h100-compare-1024.json": "docs/ladder.md"}
+
+
+def page(name: str) -> str:
+    return (ROOT / name).read_text()
+
+
+def load(name: str) -> dict:
+    return json.loads((BENCH / name).read_text())
+
+
+def gemmlab(*args) -> str:
+    """What the command prints: the tables are pasted from exactly this."""
+    r = CliRunner().invoke(cli, [str(a) for a in args])
+    assert r.exit_code == 0, r.output
+    out = r.stdout.rstrip("\n")
+    assert out.startswith("| ") and out.count("\n") >= 2, out  # a markdown table, not nothing
+    return out
+
+
+def table(name: str) -> str:
+    """`gemmlab report --markdown benchmarks/NAME`."""
+    return gemmlab("report", "--markdown", BENCH / name)
+
+
+def versus(variant: str, pattern: str) -> str:
+    """`gemmlab report --versus VARIANT benchmarks/PATTERN`."""
+    return gemmlab("report", "--versus", variant, *sorted(BENCH.glob(pattern)))
+
+
+def stamp(doc: dict, commit: bool = True) -> str:
+    """Where and when a result was measured, as the README's captions say it."""
+    return f"{doc['device']['name']}, {doc['date'][:10]}" + (f", commit `{doc['commit']}`" if commit else "")
 
 
 def test_results_exist_for_4096_and_1024():
-    assert {p.name for p in RESULTS} >= {"h100-compare-4096.json", "h100-compare-1024.json"}
+    assert {p.name for p in RESULTS} >= set(LADDER_TABLES)
 
 
-@pytest.mark.parametrize("path", LADDER_TABLES, ids=[p.name for p in LADDER_TABLES])
-def test_readme_table_is_the_committed_result(path):
-    doc = json.loads(path.read_text())
+@pytest.mark.parametrize("name,where", LADDER_TABLES.items())
+def test_ladder_tables_are_the_committed_results(name, where):
+    doc = load(name)
     assert "H100" in doc["device"]["name"] and doc["date"] and doc["commit"]
     assert all(r["status"] == "PASS" for r in doc["rows"])
-    table = report.markdown(doc)
-    assert table in (ROOT / "README.md").read_text(), (
-        f"README's table for {path.name} differs from the file: paste `gemmlab report --markdown {path}`")
-    assert f"commit `{doc['commit']}`" in (ROOT / "README.md").read_text()
+    text = page(where)
+    assert table(name) in text, (
+        f"{where}'s table for {name} differs from the file: paste `gemmlab report --markdown benchmarks/{name}`")
+    assert f"commit `{doc['commit']}`" in text
+
+
+def test_readme_says_where_and_when_its_ladder_was_measured():
+    assert stamp(load("h100-compare-4096.json")) in page("README.md")
 
 
 def test_readme_names_the_ci_test_command():
-    text = (ROOT / "README.md").read_text()
+    text = page("README.md")
     after = text.split("<!-- test-command -->", 1)[1]
     assert "python3 -m pytest" in after.split("```")[1]
 
 
-def test_readme_versus_cublas_and_predictions_are_the_committed_results():
-    from gemmlab.templates import discover
+def test_readme_is_read_in_five_minutes():
+    assert len(page("README.md").splitlines()) <= 250
+
+
+def test_versus_cublas_and_predictions_are_the_committed_results():
     docs = [json.loads(p.read_text()) for p in RESULTS]
     assert all(d["commit"] == docs[0]["commit"] and all(r["status"] == "PASS" for r in d["rows"]) for d in docs)
-    readme = (ROOT / "README.md").read_text()
-    assert report.versus_markdown(docs, "spread") in readme, "paste `gemmlab report --versus spread ...`"
-    doc = json.loads((ROOT / "benchmarks" / "h100-compare-4096.json").read_text())
-    assert report.predictions_markdown(report.predictions(discover().ladder(), doc)) in readme, (
-        "paste `gemmlab explain --results benchmarks/h100-compare-4096.json --markdown`")
+    assert versus("spread", "h100-compare-*.json") in page("README.md"), (
+        "paste `gemmlab report --versus spread benchmarks/h100-compare-*.json`")
+    assert gemmlab("explain", "--results", BENCH / "h100-compare-4096.json", "--markdown") in page("docs/ladder.md"), (
+        "paste `gemmlab explain --results benchmarks/h100-compare-4096.json --markdown` into docs/ladder.md")
 
 
-def test_readme_fault_and_sanitizer_tables_are_the_committed_results():
-    readme = (ROOT / "README.md").read_text()
-    faults = json.loads((ROOT / "benchmarks" / "h100-faults.json").read_text())
+def test_fault_and_sanitizer_tables_are_the_committed_results():
+    text = page("docs/writing-a-template.md")
+    faults = load("h100-faults.json")
     assert [r["status"] for r in faults["rows"]] == ["PASS", "CRASHED", "TIMEOUT", "PASS", "PASS"]
-    assert report.markdown(faults) in readme, "paste `gemmlab report --markdown benchmarks/h100-faults.json`"
-    assert f"commit `{faults['commit']}`" in readme
+    assert table("h100-faults.json") in text, "paste `gemmlab report --markdown benchmarks/h100-faults.json`"
+    assert stamp(faults) in text
     for tool in ("racecheck", "memcheck"):
-        found = json.loads((ROOT / "benchmarks" / f"h100-sanitize-{tool}.json").read_text())
+        found = load(f"h100-sanitize-{tool}.json")
         assert found["tool"] == tool and found["findings"]
-        assert report.findings_markdown(found) in readme, f"paste `gemmlab report --markdown benchmarks/h100-sanitize-{tool}.json`"
+        assert table(f"h100-sanitize-{tool}.json") in text, (
+            f"paste `gemmlab report --markdown benchmarks/h100-sanitize-{tool}.json`")
 
 
-def test_readme_suite_table_is_the_committed_result():
-    doc = json.loads((ROOT / "benchmarks" / "h100-suite.json").read_text())
-    assert len({r["shape"] for r in doc["rows"]}) == 12 and doc["bandwidth_tbs"] > 1
-    readme = (ROOT / "README.md").read_text()
-    assert report.suite_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme
+@pytest.mark.parametrize("name", ["h100-suite.json", "h100-scaling.json", "h100-occupancy.json"])
+def test_journal_tables_are_the_committed_results(name):
+    doc = load(name)
+    if name == "h100-suite.json":
+        assert len({r["shape"] for r in doc["rows"]}) == 12 and doc["bandwidth_tbs"] > 1
+    text = page("docs/journal.md")
+    assert table(name) in text, f"paste `gemmlab report --markdown benchmarks/{name}` into docs/journal.md"
+    assert f"commit `{doc['commit']}`" in text
 
 
-def test_readme_occupancy_table_is_the_committed_result():
-    doc = json.loads((ROOT / "benchmarks" / "h100-occupancy.json").read_text())
-    readme = (ROOT / "README.md").read_text()
-    assert report.occupancy_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme
-
-
-def test_readme_scaling_table_is_the_committed_result():
-    doc = json.loads((ROOT / "benchmarks" / "h100-scaling.json").read_text())
-    readme = (ROOT / "README.md").read_text()
-    assert report.scaling_markdown(doc) in readme and f"commit `{doc['commit']}`" in readme
-
-
-def test_readme_tensor_tables_are_the_committed_results():
-    readme = (ROOT / "README.md").read_text()
-    paths = sorted((ROOT / "benchmarks").glob("h100-tensor-*.json"))
-    docs = {p.name: json.loads(p.read_text()) for p in paths}
+def test_tensor_tables_are_the_committed_results():
+    text = page("docs/ladder.md")
+    docs = {p.name: json.loads(p.read_text()) for p in sorted(BENCH.glob("h100-tensor-*.json"))}
     assert {f"h100-tensor-{d}-4096.json" for d in ("bf16", "fp16", "tf32")} <= set(docs)
     for name, doc in docs.items():
         assert doc["dtype"] in name and all(r["status"] == "PASS" and r["dtype"] == doc["dtype"] for r in doc["rows"])
-        assert f"commit `{doc['commit']}`" in readme
+        assert f"commit `{doc['commit']}`" in text
         if name.endswith("-4096.json"):
-            assert report.markdown(doc) in readme, f"paste `gemmlab report --markdown benchmarks/{name}`"
-    sixteen = [d for d in docs.values() if d["dtype"] in ("bf16", "fp16")]
-    assert report.versus_markdown(sixteen, "wgmma_ws") in readme, (
+            assert table(name) in text, f"paste `gemmlab report --markdown benchmarks/{name}`"
+    assert versus("wgmma_ws", "h100-tensor-*16-*.json") in text, (
         "paste `gemmlab report --versus wgmma_ws benchmarks/h100-tensor-*16-*.json`")
 
 
+def head_to_head() -> list[str]:
+    """The README's head-to-head tables of the tensor-core rungs, and their caption's round count."""
+    docs = [json.loads(p.read_text()) for p in sorted(BENCH.glob("h100-versus-*.json"))]
+    return [versus("wgmma_ws", "h100-versus-*16-*.json"), versus("wgmma_tf32", "h100-versus-tf32-*.json"),
+            f"{docs[0]['rounds']} rounds taken in turn"] + [stamp(d, commit=False) for d in docs]
+
+
 def test_readme_head_to_head_tables_are_the_committed_results():
-    """The speed goals' runs (benchmarks/versus.sh): each rung alone with cuBLAS, in the README as measured."""
-    readme = (ROOT / "README.md").read_text()
-    docs = [json.loads(p.read_text()) for p in sorted((ROOT / "benchmarks").glob("h100-versus-*.json"))]
+    """The speed goals' runs (benchmarks/regenerate.sh versus): each rung alone with cuBLAS, in the README as measured."""
+    docs = [json.loads(p.read_text()) for p in sorted(BENCH.glob("h100-versus-*.json"))]
     assert {d["dtype"] for d in docs} == {"bf16", "fp16", "tf32"} and all(d["rounds"] == 20 for d in docs)
     assert all(r["status"] == "PASS" for d in docs for r in d["rows"])
-    assert report.versus_markdown([d for d in docs if d["dtype"] != "tf32"], "wgmma_ws") in readme
-    assert report.versus_markdown([d for d in docs if d["dtype"] == "tf32"], "wgmma_tf32") in readme
+    readme = page("README.md")
+    assert all(part in readme for part in head_to_head()), (
+        "paste `gemmlab report --versus wgmma_ws benchmarks/h100-versus-*16-*.json` and the wgmma_tf32 one")
+
+
+# Numbers in the README's prose that are not measurements: Python's version, a size, the cache's default
+# limit in MB, an exit status.
+NOT_MEASURED = {"3.11", "1024^3", "2048", "1"}
+
+
+def test_every_measured_number_in_the_readme_comes_from_a_committed_result():
+    """Outside code blocks, the generated tables and their captions, the README has no numbers of its own:
+    a number typed by hand would go stale when the results are measured again."""
+    text = re.sub(r"```.*?```", "", page("README.md"), flags=re.S)
+    generated = [table("h100-compare-4096.json"), stamp(load("h100-compare-4096.json")),
+                 versus("spread", "h100-compare-*.json")] + head_to_head()
+    for part in generated:
+        text = text.replace(part, "")
+    text = re.sub(r"\[[^\]]*\]\([^)]*\)|`[^`]*`", "", text)  # links and code name files and commands
+    numbers = set(re.findall(r"(?<![\w.])\d[\w^]*(?:\.\w+)*", text)) - NOT_MEASURED
+    assert not numbers, f"numbers in the README that no committed result makes: {sorted(numbers)}"
