@@ -56,7 +56,7 @@ def test_the_new_rung_builds_for_sm_90(rung_dir):
 
 def test_a_value_that_breaks_the_constraint_is_refused_with_its_reason(rung_dir):
     r = CliRunner().invoke(cli, ["show", "--kernels-dir", str(rung_dir), "--variant", "tiled2", "-p", "TILE=64"])
-    assert r.exit_code == 1 and "a block holds at most 1024 threads" in r.output
+    assert r.exit_code == 1 and "a block holds at most MAX_THREADS threads [THREADS = 4096, MAX_THREADS = 1024]" in r.output
 
 
 @pytest.mark.parametrize("tile", [8, 32])
