@@ -156,3 +156,24 @@ def test_every_measured_number_in_the_readme_comes_from_a_committed_result():
     text = re.sub(r"\[[^\]]*\]\([^)]*\)|`[^`]*`", "", text)  # links and code name files and commands
     numbers = set(re.findall(r"(?<![\w.])\d[\w^]*(?:\.\w+)*", text)) - NOT_MEASURED
     assert not numbers, f"numbers in the README that no committed result makes: {sorted(numbers)}"
+
+
+@pytest.mark.parametrize("name", LADDER_TABLES)
+def test_ladder_numbers_follow_from_the_measured_times(name):
+    """The ladder tables' rows, their rates worked out here from the times and the shape alone (not by
+    report.markdown, which printed them): a wrong formula there cannot agree with itself here."""
+    doc = json.loads((BENCH / name).read_text())
+    M, N, K = (doc["shape"][k] for k in "MNK")
+    peak = doc["device"]["peak_fp32_tflops"]
+    cublas_ms = next(r["ms"] for r in doc["rows"] if r["variant"] == "cuBLAS")
+    lines = page(LADDER_TABLES[name]).splitlines()
+    prev = None
+    for r in doc["rows"]:
+        tflops = 2 * M * N * K / (r["ms"] * 1e-3) / 1e12
+        params = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in r["params"].items()) or "-"
+        x_prev = "-" if r["variant"] == "cuBLAS" or prev is None else f"{prev / r['ms']:.2f}"
+        want = (f"| {r['variant']} | {params} | {r['ms']:.3f} | {tflops:.2f} | {100 * tflops / peak:.1f} | "
+                f"{100 * cublas_ms / r['ms']:.1f} | {x_prev} |")
+        assert want in lines, f"{LADDER_TABLES[name]} has no row {want}"
+        if r["variant"] != "cuBLAS":
+            prev = r["ms"]
