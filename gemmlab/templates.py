@@ -17,8 +17,8 @@ A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja com
     help = "what TILE means"
 
     [[constraints]]
-    check = "TILE * TILE <= MAX_THREADS"  # a Jinja expression over the parameters and the device limits
-    why = "one thread per element of the tile, and a block holds at most MAX_THREADS threads"
+    check = "THREADS <= MAX_THREADS"       # a Jinja expression over the parameters, the device limits
+    why = "a block holds at most MAX_THREADS threads"  # and the launch's THREADS and SMEM (see below)
 
     [launch]                               # expressions over M, N, K, SMS, the parameters and the limits
     block = ["TILE", "TILE"]
@@ -36,7 +36,9 @@ alignment TMA needs, each with its reason).
 
 A template writes no device limit as a number: expressions and the body name them (MAX_THREADS,
 REGS_PER_THREAD, REGS_PER_SM, SMEM_PER_BLOCK, SMEM_OPTIN, SMEM_PER_SM; gemmlab/limits.py), and they are
-the GPU's where gemmlab knows it (Variant.on), else the sm_90 defaults.
+the GPU's where gemmlab knows it (Variant.on), else the sm_90 defaults. Nor does it write a formula twice:
+constraints see the launch's threads per block as THREADS (as the body does) and its dynamic shared
+memory as SMEM, so `check = "SMEM <= SMEM_OPTIN"` checks launch.smem itself.
 
 Nothing here needs a GPU or cupy.
 """
@@ -54,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from jinja2 import StrictUndefined, Undefined
+from jinja2 import StrictUndefined, Undefined, meta
 from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, modifies_known_mutable, safe_range
 
@@ -148,6 +150,21 @@ BODY_GLOBALS = {"range": safe_range, "cdiv": cdiv}  # what a template body sees 
 @functools.lru_cache(maxsize=None)
 def _compiled(expr: str):
     return _expr_env.compile_expression(expr)  # compiling is ~100x slower than evaluating: do it once
+
+
+@functools.lru_cache(maxsize=None)
+def names_in(expr: str) -> frozenset[str]:
+    """The names an expression reads (none where it does not parse: evaluating it says why)."""
+    try:
+        return frozenset(meta.find_undeclared_variables(_expr_env.parse("{{ (" + expr + ") }}")))
+    except TemplateError:
+        return frozenset()
+
+
+# What a constraint sees besides the parameters and the limits: the launch's own numbers, so that a
+# constraint on them does not write their formula again.
+LAUNCH_NAMES = ("THREADS", "SMEM")
+SHAPE_NAMES = ("M", "N", "K", "SMS")
 
 
 def expression_line(path: Path, expr: str) -> int | None:
@@ -373,14 +390,20 @@ class Variant:
 
     def violations(self, values: Mapping[str, object]) -> list[str]:
         """The reason of every constraint these values break, plus the CUDA block-size limits. Constraints
-        see the parameters and the device limits; where a constraint names a limit, its reason ends with
-        the limit's value."""
+        see the parameters, the device limits, THREADS and SMEM (launch.block's threads and launch.smem,
+        worked out only where a constraint reads them); where a constraint names a limit, THREADS or SMEM,
+        its reason ends with their values."""
         out = []
         names = {**self.limits.names(), **values}
+        read = frozenset().union(*(names_in(c.check) for c in self.constraints))
+        if "THREADS" in read:
+            names["THREADS"] = self.threads(values)
+        if "SMEM" in read:
+            names["SMEM"] = evaluate(self.smem, {**names, "M": 1, "N": 1, "K": 1, "SMS": 1}, "launch.smem", self.path)
         for c in self.constraints:
             if not evaluate(c.check, names, "constraint", self.path):
                 shown = [f"{n} = {names[n]}" for n in dict.fromkeys(re.findall(r"\b[A-Z_][A-Z0-9_]*\b", c.check))
-                         if n in LIMIT_NAMES]
+                         if n in LIMIT_NAMES + LAUNCH_NAMES]
                 out.append(f"{c.check}: {c.why}" + (f" [{', '.join(shown)}]" if shown else ""))
         if out:
             return out  # the template's own reasons say it better than the generic limits below
@@ -407,7 +430,7 @@ class Variant:
         defaults plus, for every allowed value of every parameter, the valid configuration closest to
         the defaults that uses it (so each value is still compiled and run at least once). Worked out
         once per header (pipelined has over 10,000 combinations to check)."""
-        key = (tuple(self.params.items()), tuple(self.constraints), self.block, self.limits, limit)
+        key = (tuple(self.params.items()), tuple(self.constraints), self.block, self.smem, self.limits, limit)
         if key not in _samples:
             _samples[key] = self._sample(limit)
         return [dict(p) for p in _samples[key]]
@@ -578,6 +601,8 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
     for pname in params:
         if pname in LIMIT_NAMES:
             raise _fail(path, f"parameter name '{pname}' is a device limit's (gemmlab/limits.py); choose another")
+        if pname in LAUNCH_NAMES:
+            raise _fail(path, f"parameter name '{pname}' is taken: templates see the launch's {pname} by it")
     if dtypes != ("fp32",):
         # The input type becomes a parameter like any other: constraints, launch expressions and the
         # template see it, sweeps can vary it, and the history tells runs of different types apart.
@@ -639,6 +664,13 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
     if unknown:
         raise _fail(path, f"unknown launch key(s) {sorted(unknown)}")
 
+    for c in constraints:  # THREADS and SMEM as constraints see them: over the parameters alone
+        for what, exprs in (("THREADS", block), ("SMEM", (smem,))):
+            shape = sorted(set().union(*(names_in(str(e)) for e in exprs)) & set(SHAPE_NAMES))
+            if what in names_in(c.check) and shape:
+                raise _fail(path, f"constraint '{c.check}' reads {what}, but launch.{'block' if what == 'THREADS' else 'smem'} "
+                                  f"depends on {', '.join(shape)}: a constraint holds for every shape; "
+                                  f"check the shape in [[launch.requires]]")
     variant = Variant(name=name, path=path, idea=idea, parent=parent or None, dtypes=dtypes,
                       params=params, constraints=constraints,
                       block=tuple(map(str, block)), grid=tuple(map(str, grid)), smem=smem,

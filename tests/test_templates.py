@@ -45,12 +45,13 @@ def test_tile_64_is_rejected_with_the_reason():
     with pytest.raises(GemmlabError) as e:
         v.resolve({"TILE": 64})
     message = e.value.message
-    assert "at most MAX_THREADS threads" in message and "[MAX_THREADS = 1024]" in message and "4096" in message
+    assert "THREADS <= MAX_THREADS: one thread per C element of the tile, and a block holds at most MAX_THREADS threads" in message
+    assert message.endswith("[THREADS = 4096, MAX_THREADS = 1024]")  # the launch's threads and the limit, as numbers
 
 
 def test_regblock_constraints_reject_bad_combinations():
     v = discover().get("regblock")
-    with pytest.raises(GemmlabError, match=r"at most MAX_THREADS threads.*\[MAX_THREADS = 1024\]"):
+    with pytest.raises(GemmlabError, match=r"at most MAX_THREADS threads.*\[THREADS = 4096, MAX_THREADS = 1024\]"):
         v.resolve({"TILE": 128, "REG": 2})  # 64 x 64 threads
     with pytest.raises(GemmlabError, match="idle"):
         v.resolve({"TILE": 32, "REG": 8})  # 4 x 4 threads
@@ -161,13 +162,13 @@ def test_a_regular_install_ships_the_kernels(tmp_path):
 
 
 @pytest.mark.parametrize("name,values,reason", [
-    ("blocktile1d", {"BM": 128, "BN": 128, "TM": 4}, "at most MAX_THREADS [MAX_THREADS = 1024]"),
+    ("blocktile1d", {"BM": 128, "BN": 128, "TM": 4}, "at most MAX_THREADS [THREADS = 4096, MAX_THREADS = 1024]"),
     ("warptile", {"WM": 32, "WN": 32, "TM": 8, "TN": 8}, "32 lanes of a warp"),
     ("warptile", {"BM": 256, "BN": 256, "WM": 32, "WN": 32, "TM": 4, "TN": 8}, "16 warps per block"),
     ("pipelined", {"BM": 256, "WM": 64, "TM": 16, "TN": 16}, "32 lanes"),
     ("pipelined", {"BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINBLOCKS": 2, "BM": 256},
      "share an SM's REGS_PER_SM registers (REGS_PER_THREAD at most per thread); a thread needs TM*TN accumulators, "
-     "TM+TN operands and about 56 more for addresses, or it spills [REGS_PER_THREAD = 255, REGS_PER_SM = 65536]"),
+     "TM+TN operands and about 56 more for addresses, or it spills [REGS_PER_THREAD = 255, REGS_PER_SM = 65536, THREADS = 512]"),
 ])
 def test_upper_rungs_reject_bad_combinations_with_their_reason(name, values, reason):
     v = discover().get(name)
@@ -365,7 +366,7 @@ def test_a_gpus_limits_decide_what_runs_and_the_reason_names_them():
     assert v.limits.SMEM_OPTIN == 99 * 1024 and v.limits.source == "a smaller GPU"
     with pytest.raises(GemmlabError) as e:
         v.resolve()  # 4 stages of 128 x 64 and 64 x 256 bf16 tiles: 193 KB
-    assert "fit in the SMEM_OPTIN bytes a block may have [SMEM_OPTIN = 101376]" in e.value.message
+    assert "fit in the SMEM_OPTIN bytes a block may have [SMEM = 197632, SMEM_OPTIN = 101376]" in e.value.message
     assert v.resolve({"STAGES": 2, "BN": 128})["STAGES"] == 2  # 65 KB
 
 
@@ -380,4 +381,25 @@ def test_template_bodies_see_the_gpus_limits():
 def test_a_parameter_may_not_take_a_limits_name(user_dir):
     path = write_template(user_dir, "greedy", GOOD_BODY, header_extra="[params.SMEM_OPTIN]\ndefault = 1\nchoices = [1]\n")
     with pytest.raises(GemmlabError, match="parameter name 'SMEM_OPTIN' is a device limit's"):
+        load_variant(path, builtin=False)
+
+
+def test_a_constraint_reads_the_launchs_shared_memory_as_SMEM():
+    """The formula is written once, in launch.smem: the constraint on it reads SMEM."""
+    v = discover().get("wgmma_ws")
+    assert [c.check for c in v.constraints][0] == "SMEM <= SMEM_OPTIN"
+    big = {"BM": 192, "BN": 256, "STAGES": 6}
+    smem = v.geometry(dict(v.defaults(), **big), 64, 64, 64).smem
+    assert smem > 227 * 1024
+    assert f"[SMEM = {smem}, SMEM_OPTIN = 232448]" in "\n".join(v.violations(dict(v.defaults(), **big)))
+
+
+def test_SMEM_and_THREADS_are_not_parameters_and_not_per_shape(user_dir):
+    path = write_template(user_dir, "taken", GOOD_BODY, header_extra="[params.SMEM]\ndefault = 1\nchoices = [1]\n")
+    with pytest.raises(GemmlabError, match="parameter name 'SMEM' is taken: templates see the launch's SMEM by it"):
+        load_variant(path, builtin=False)
+    path = write_template(user_dir, "shaped", GOOD_BODY, header_extra=(
+        '[[constraints]]\ncheck = "SMEM <= SMEM_OPTIN"\nwhy = "fits"\n'))
+    path.write_text(path.read_text().replace("[launch]\n", '[launch]\nsmem = "M * 4"\n'))
+    with pytest.raises(GemmlabError, match=r"constraint 'SMEM <= SMEM_OPTIN' reads SMEM, but launch.smem depends on M"):
         load_variant(path, builtin=False)
