@@ -15,7 +15,7 @@ import sys
 import time
 
 import gemmlab
-from gemmlab.report import git_commit
+from gemmlab.results.records import git_commit
 from gemmlab.gpu.problem import Problem, c_tile
 from gemmlab.results.model import Shape
 from planted import PLANTS, write

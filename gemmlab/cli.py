@@ -21,7 +21,11 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TimeRemainingColumn)
 from rich.syntax import Syntax
 
-from . import __version__, history, report
+from . import __version__, history
+
+from .present import export, fit, markdown, tables
+
+from .results import metrics, records
 from .api import catalog, default_arch
 from .compile import compile_rendered, sass
 from .errors import GemmlabError
@@ -47,7 +51,7 @@ SECONDS = _Seconds(min=0, min_open=True)
 
 def _console(stderr: bool = False) -> Console:
     """Made at use time, so it writes to whatever stdout/stderr is then (a pipe, a test's buffer).
-    A terminal sets the width (tables fit it: report.FitTable); a pipe or file gets 200 columns, or
+    A terminal sets the width (tables fit it: fit.FitTable); a pipe or file gets 200 columns, or
     $COLUMNS; --wide prints every column of a table however wide it is."""
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", 200))
@@ -311,7 +315,7 @@ def list_cmd(dtype, kernels_dirs, as_json, as_csv):
     # The templates that do not load are listed too (as the table shows them), with why: broken = true.
     broken = [{"name": name, "broken": True, "error": e.message} for name, e in cat.broken.items()]
     if fmt == "json":
-        click.echo(report.dump([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": list(v.dtypes),
+        click.echo(export.dump([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": list(v.dtypes),
                                  "source": str(v.path),
                                  "user": not v.builtin, "shadows": str(v.shadows) if v.shadows else None,
                                  "params": {n: {"default": p.default, "choices": p.choices, "help": p.help}
@@ -319,12 +323,12 @@ def list_cmd(dtype, kernels_dirs, as_json, as_csv):
                                + broken))
         return
     if fmt == "csv":
-        click.echo(report.csv_text([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": " ".join(v.dtypes),
+        click.echo(export.csv_text([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": " ".join(v.dtypes),
                                      "defaults": v.defaults(), "source": str(v.path), "user": not v.builtin,
                                      "broken": False, "error": None}
                                     for v in ladder] + broken), nl=False)
         return
-    out().print(report.variants_table(ladder, cat.broken, "gemmlab variants (ladder order)"
+    out().print(tables.variants_table(ladder, cat.broken, "gemmlab variants (ladder order)"
                                       + (f", {dtype} only" if dtype else "")))
 
 
@@ -352,7 +356,7 @@ class _Recorder:
 
     def save(self, doc: dict, rows: list[dict] | None = None) -> None:
         if self.out_path:
-            report.write_atomic(self.out_path, report.dump(dict(doc, rows=rows or self.rows)))
+            export.write_atomic(self.out_path, export.dump(dict(doc, rows=rows or self.rows)))
 
 
 def _run_rows(command, jobs, shape, opts, out_path=None, with_cublas=True, keep_going=False, total=None):
@@ -378,17 +382,17 @@ def _run_rows(command, jobs, shape, opts, out_path=None, with_cublas=True, keep_
 def _emit(doc, rows, fmt, speedups, planned: int | None = None) -> int:
     """Print the results; return the exit status they call for (1 if any failed, 130 if interrupted)."""
     doc["rows"] = rows
-    _print_rows(doc, rows, fmt, lambda: report.results_table(rows, report.title_for(doc), speedups))
+    _print_rows(doc, rows, fmt, lambda: tables.results_table(rows, tables.title_for(doc), speedups))
     if fmt == "table" and any(r.get("user") for r in rows):
         out().print("[dim](user) = a template from a user directory[/]")
     if fmt == "table":
         for r in rows:  # a slow row is often a slow clock: say so where NVML saw the clock held down
-            if report.clock_note(r):
-                out().print(f"[yellow]{escape(r['variant'])}[/]: {escape(report.clock_note(r))}", soft_wrap=True)
-    bad = report.failures(rows)
+            if records.clock_note(r):
+                out().print(f"[yellow]{escape(r['variant'])}[/]: {escape(records.clock_note(r))}", soft_wrap=True)
+    bad = records.failures(rows)
     for r in bad:
-        err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} {report.params_text(r['params'])}: "
-                    f"{escape(report.failure_text(r))}; its time is not reported", soft_wrap=True)
+        err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} {records.params_text(r['params'])}: "
+                    f"{escape(records.failure_text(r))}; its time is not reported", soft_wrap=True)
     if doc.get("interrupted"):
         done = len([r for r in rows if r["variant"] != "cuBLAS"])
         err().print(f"[yellow]interrupted:[/] {done} of {planned} measured; those are shown and recorded")
@@ -398,9 +402,9 @@ def _emit(doc, rows, fmt, speedups, planned: int | None = None) -> int:
 
 def _print_rows(doc, rows, fmt, table):
     if fmt == "json":
-        click.echo(report.dump(doc))
+        click.echo(export.dump(doc))
     elif fmt == "csv":
-        click.echo(report.csv_text(rows), nl=False)
+        click.echo(export.csv_text(rows), nl=False)
     else:
         out().print(table())
 
@@ -408,10 +412,10 @@ def _print_rows(doc, rows, fmt, table):
 def _sanitize(v, params, shape, opts, tool, fmt):
     from .sanitize import sanitize
     with _spinner() as progress:
-        progress.add_task(f"compute-sanitizer --tool {tool}: {v.name} {report.params_text(params)} at {shape}")
+        progress.add_task(f"compute-sanitizer --tool {tool}: {v.name} {records.params_text(params)} at {shape}")
         found = sanitize(v, params, shape, tool, opts)
     rows = found["findings"]
-    _print_rows(found, rows, fmt, lambda: report.findings_table(found))
+    _print_rows(found, rows, fmt, lambda: tables.findings_table(found))
     check = found["check"]
     if fmt == "table":
         out().print(f"{tool}: {found['summary'] or 'no summary line'}; the result check: "
@@ -425,9 +429,9 @@ def _error_maps(rows, show: bool, plot_path) -> None:
         if not r.get("tiles"):
             continue
         if show:
-            err().print(report.error_map(r))
+            err().print(tables.error_map(r))
         if plot_path:
-            from .plots import error_map_plot
+            from .present.plots import error_map_plot
             error_map_plot(r, Path(plot_path))
             _note(f"wrote {plot_path}")
 
@@ -520,7 +524,7 @@ def _auto_jobs(kernels_dirs, shape):
 
     def jobs(dev):
         v, params, how = choose(catalog(kernels_dirs), dev.name, shape, dev.sms)
-        _note(f"auto chose {v.name} {report.params_text(params)} ({how})")
+        _note(f"auto chose {v.name} {records.params_text(params)} ({how})")
         return [(v, params)]
     return jobs
 
@@ -568,7 +572,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
     doc, rows, recorder = _run_rows("sweep", jobs, shape, opts, out_path, keep_going=True, total=len(valid))
     cublas = next((r for r in rows if r["variant"] == "cuBLAS"), None)
     peak = doc["device"]["peak_tflops"][opts.dtype] * 1e12
-    rows = [r for r in rows if r is not cublas] + [report.row_from_history(h, peak, cublas and cublas["ms"]) for h in known]
+    rows = [r for r in rows if r is not cublas] + [records.row_from_history(h, peak, cublas and cublas["ms"]) for h in known]
     rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0))
     rows += [cublas] if cublas else []
     doc["skipped"] = [{"params": typed, "why": why} for typed, why in skipped]
@@ -580,9 +584,9 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
         from .tuning import path as cache_path, save_best as save
         kept = save(doc["device"]["name"], shape, best)
         if kept is None:
-            _note(f"best {best['variant']} {report.params_text(best['params'])} saved for {shape} in {cache_path()}")
+            _note(f"best {best['variant']} {records.params_text(best['params'])} saved for {shape} in {cache_path()}")
         else:
-            _note(f"not saved: the tuning cache's {kept['variant']} {report.params_text(kept['params'])} "
+            _note(f"not saved: the tuning cache's {kept['variant']} {records.params_text(kept['params'])} "
                   f"({kept['ms']:.4f} ms) is faster than {best['ms']:.4f} ms for {shape}")
     _plot("sweep_plot", doc, plot_path)
     ctx.exit(status)
@@ -621,7 +625,7 @@ def _over_shapes(command, shapes, auto, named, kernels_dirs, opts, add, out_path
             doc["interrupted"] = True
             break
         if out_path:
-            report.write_atomic(out_path, report.dump(dict(doc, rows=rows)))
+            export.write_atomic(out_path, export.dump(dict(doc, rows=rows)))
     doc.pop("shape", None)
     doc.update(command=command, rows=rows)
     return doc
@@ -629,7 +633,7 @@ def _over_shapes(command, shapes, auto, named, kernels_dirs, opts, add, out_path
 
 def _plot(name: str, doc: dict, path: Path | None) -> None:
     if path:
-        from . import plots
+        from .present import plots
         getattr(plots, name)(doc, path)
         _note(f"plot written to {path}")
 
@@ -676,12 +680,12 @@ def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path,
     rows = doc["rows"]
     doc["bandwidth_tbs"] = bandwidth / 1e12
     if out_path:
-        report.write_atomic(out_path, report.dump(doc))
-    _print_rows(doc, rows, fmt, lambda: report.suite_table(doc))
+        export.write_atomic(out_path, export.dump(doc))
+    _print_rows(doc, rows, fmt, lambda: tables.suite_table(doc))
     _plot("roofline_plot", doc, plot_path)
-    bad = report.failures(rows)
+    bad = records.failures(rows)
     for r in bad:
-        err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(report.failure_text(r))}",
+        err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(records.failure_text(r))}",
                     soft_wrap=True)
     ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
 
@@ -719,9 +723,9 @@ def scaling(ctx, variants, sizes, backends, reps, timeout, plot_path, as_json, a
 
     doc = _over_shapes("scaling", [make_shape(n, None, None, None) for n in ns], auto, named, kernels_dirs, opts, add)
     rows = doc["rows"]
-    _print_rows(doc, rows, fmt, lambda: report.scaling_table(doc))
+    _print_rows(doc, rows, fmt, lambda: tables.scaling_table(doc))
     _plot("scaling_plot", doc, plot_path)
-    bad = report.failures(rows)
+    bad = records.failures(rows)
     ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
 
 
@@ -738,8 +742,8 @@ def occupancy(plot_path, as_json, as_csv):
     for r in rows:
         r.update(gbs=r["bandwidth"] / 1e9, pct_of_best=100 * r["bandwidth"] / peak)
     law = occ.littles_law(rows, dev.sms, peak)
-    doc = dict(report.meta("occupancy", dev), rows=rows, littles_law=law)
-    _print_rows(doc, rows, fmt, lambda: report.occupancy_table(doc))
+    doc = dict(records.meta("occupancy", dev), rows=rows, littles_law=law)
+    _print_rows(doc, rows, fmt, lambda: tables.occupancy_table(doc))
     if fmt == "table" and law:
         out().print(f"Little's law: at 1 warp per SM each warp has {occ.BYTES_IN_FLIGHT_PER_WARP} bytes in flight, so the "
                     f"memory latency is about {law['latency_ns']:.0f} ns; {peak / 1e12:.2f} TB/s then needs "
@@ -768,12 +772,12 @@ def profile_cmd(name, tile, reg, raw_params, size, m, n, k, dtype, as_json, as_c
     args += [a for kv in params.items() for a in ("-p", f"{kv[0]}={show_value(kv[1])}")]
     args += [a for d in kernels_dirs for a in ("--kernels-dir", str(d))]
     with _spinner() as progress:
-        progress.add_task(f"ncu: {v.name} {report.params_text(params)} at {shape}")
+        progress.add_task(f"ncu: {v.name} {records.params_text(params)} at {shape}")
         found = profile(args)
     found.update(variant=v.name, params=params, shape={"M": shape.M, "N": shape.N, "K": shape.K})
     _print_rows(found, found["metrics"] + [dict(metric="stall: " + s["reason"], value=s["cycles_per_instruction"],
                                                 unit="cycles/instruction") for s in found["stalls"]],
-                fmt, lambda: report.profile_table(found))
+                fmt, lambda: tables.profile_table(found))
 
 
 @cli.command()
@@ -794,7 +798,7 @@ def compare(ctx, variants, kernels_dirs, **common):
         raise GemmlabError("no variants to compare")
     jobs = [(v, v.resolve(v.for_dtype(opts.dtype))) for v in chosen]
     doc, rows, recorder = _run_rows("compare", jobs, shape, opts, out_path, keep_going=True)
-    report.add_speedups(rows)
+    metrics.add_speedups(rows)
     recorder.save(doc, rows)
     ctx.exit(_emit(doc, rows, fmt, speedups=True, planned=len(jobs)))
 
@@ -823,7 +827,7 @@ def history_cmd(ctx, name, limit, where, as_json, as_csv):
         err().print(f"[dim]no runs recorded yet in {escape(str(history.path()))}[/]")
         return
     _print_rows({"history": str(history.path()), "rows": rows}, rows, fmt,
-                lambda: report.history_table(rows, f"last {limit} runs" + (f" of {name}" if name else "")
+                lambda: tables.history_table(rows, f"last {limit} runs" + (f" of {name}" if name else "")
                                              + f" ({history.path()})"))
 
 
@@ -855,7 +859,7 @@ def show(name, tile, reg, raw_params, what, arch, dtype, kernels_dirs, as_json, 
     rendered = render(v, params)
     if what == "source":
         if fmt == "json":
-            click.echo(report.dump({"variant": v.name, "params": params, "what": what, "text": rendered.source}))
+            click.echo(export.dump({"variant": v.name, "params": params, "what": what, "text": rendered.source}))
             return
         _print_code(rendered.source, "cuda")
         return
@@ -865,7 +869,7 @@ def show(name, tile, reg, raw_params, what, arch, dtype, kernels_dirs, as_json, 
     if what in ("ptx", "sass"):
         text = compiled.ptx if what == "ptx" else sass(compiled)
         if fmt == "json":
-            click.echo(report.dump({"variant": v.name, "params": params, "arch": compiled.arch, "what": what,
+            click.echo(export.dump({"variant": v.name, "params": params, "arch": compiled.arch, "what": what,
                                     "text": text}))
             return
         _print_code(text, "text")
@@ -874,7 +878,7 @@ def show(name, tile, reg, raw_params, what, arch, dtype, kernels_dirs, as_json, 
         row = dict(variant=v.name, params=params, arch=compiled.arch, threads=v.threads(params),
                    **asdict(compiled.resources), compile_ms=None if compiled.cached else compiled.compile_ms,
                    cached=compiled.cached)
-        _print_rows(row, [row], fmt, lambda: report.resources_table(row))
+        _print_rows(row, [row], fmt, lambda: tables.resources_table(row))
 
 
 BUILD_ASK_ABOVE = 500  # configurations: more than this asks first (or needs --yes or --limit)
@@ -941,12 +945,12 @@ def build(names, arch, all_configs, limit, yes, jobs_, no_cache, dtype, kernels_
                          "error": str(cat.broken[name])})
     many = fmt == "table" and len(rows) > BUILD_TABLE_ROWS
     _print_rows({"command": "build", "arch": arch, "rows": rows}, rows, fmt,
-                lambda: report.build_summary_table(rows, arch) if many else report.build_table(rows, arch))
+                lambda: tables.build_summary_table(rows, arch) if many else tables.build_table(rows, arch))
     if many:
         out().print(f"[dim]{len(rows):,} configurations, one row per variant: --json or --csv give each one[/]")
     failed = [r for r in rows if r["result"] != "ok"]
     for r in failed[:BUILD_ERRORS_SHOWN]:
-        err().print(f"[bold red]error:[/] {escape(r['variant'])} {escape(report.params_text(r['params']))}: "
+        err().print(f"[bold red]error:[/] {escape(r['variant'])} {escape(records.params_text(r['params']))}: "
                     f"{escape(r['error'])}", soft_wrap=True)
     if len(failed) > BUILD_ERRORS_SHOWN:
         err().print(f"[bold red]{len(failed) - BUILD_ERRORS_SHOWN:,} more failed[/] (--json has every error)")
@@ -1011,7 +1015,7 @@ def cache_cmd(clear, as_json, as_csv):
              ("size limit", _size(doc["limit_bytes"]), f"${CACHE_MAX_ENV}; past it the least recently used go")]
     if clear:
         facts.insert(1, ("cleared", f"{removed:,} entries, {_size(freed)}", ""))
-    out().print(report.FitTable("gemmlab compile cache", report.FACT_COLUMNS, facts))
+    out().print(fit.FitTable("gemmlab compile cache", tables.FACT_COLUMNS, facts))
 
 
 @cli.command()
@@ -1030,7 +1034,7 @@ def device(measure, as_json, as_csv):
         doc["measured_cublas_fp32_tflops"] = r.shape.flops / (r.timing.median_ms * 1e-3) / 1e12
     fmt = output_format(as_json, as_csv)
     doc["command"] = "device"  # so that `gemmlab report` knows a saved one
-    _print_rows(doc, [doc], fmt, lambda: report.device_table(doc))
+    _print_rows(doc, [doc], fmt, lambda: tables.device_table(doc))
 
 
 @cli.command()
@@ -1099,13 +1103,13 @@ def _load_results(path: str, what: str = "a `--json` output") -> dict:
 
 @cli.command("report")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--markdown", is_flag=True, help="Print the README's markdown table instead.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the README's markdown table instead.")
 @click.option("--versus", metavar="VARIANT", help="One markdown table of VARIANT against cuBLAS over all the files.")
 @output_options
-def report_cmd(files, markdown, versus, as_json, as_csv):
+def report_cmd(files, as_markdown, versus, as_json, as_csv):
     """Show saved `--json` results again (of any command that writes them): as tables, markdown, or all
     their rows as JSON or CSV."""
-    fmt = output_format(as_json, as_csv, markdown)
+    fmt = output_format(as_json, as_csv, as_markdown)
     docs = [_load_results(f) for f in files]
     if versus:
         if fmt in ("json", "csv"):
@@ -1115,7 +1119,7 @@ def report_cmd(files, markdown, versus, as_json, as_csv):
         if not any(r["variant"] == versus for d in docs for r in d["rows"]):
             have = sorted({r["variant"] for d in docs for r in d["rows"]} - {"cuBLAS"})
             raise GemmlabError(f"no file has a row of {versus}", hint="they have: " + ", ".join(have))
-        click.echo(report.versus_markdown(docs, versus))
+        click.echo(markdown.versus_markdown(docs, versus))
         return
     if fmt in ("json", "csv"):
         rows = [dict(r, file=f) for f, d in zip(files, docs)
@@ -1124,37 +1128,37 @@ def report_cmd(files, markdown, versus, as_json, as_csv):
         return
     for doc in docs:
         if _is_device(doc) or _is_profile(doc):
-            if markdown:
+            if as_markdown:
                 raise GemmlabError("--markdown is for results tables; a device or profile file has none")
-            out().print(report.device_table(doc) if _is_device(doc) else report.profile_table(doc))
+            out().print(tables.device_table(doc) if _is_device(doc) else tables.profile_table(doc))
         elif "findings" in doc:  # a `run --sanitize --json` document
-            click.echo(report.findings_markdown(doc)) if markdown else out().print(report.findings_table(doc))
-        elif doc.get("command") in report.VIEWS:  # suite, scaling, occupancy: their own columns
-            table, md = report.VIEWS[doc["command"]]
-            click.echo(md(doc)) if markdown else out().print(table(doc))
-        elif markdown:
-            click.echo(report.markdown(doc))
+            click.echo(markdown.findings_markdown(doc)) if as_markdown else out().print(tables.findings_table(doc))
+        elif doc.get("command") in markdown.VIEWS:  # suite, scaling, occupancy: their own columns
+            table, md = markdown.VIEWS[doc["command"]]
+            click.echo(md(doc)) if as_markdown else out().print(table(doc))
+        elif as_markdown:
+            click.echo(markdown.markdown(doc))
         else:
             rows = doc["rows"]
-            out().print(report.results_table(rows, report.title_for(doc),
+            out().print(tables.results_table(rows, tables.title_for(doc),
                                              speedups=bool(rows) and "speedup_prev" in rows[0]))
 
 
 @cli.command()
 @click.option("--results", type=click.Path(exists=True, dir_okay=False),
               help="A saved `compare --json` file: show the measured speed-ups beside the predictions.")
-@click.option("--markdown", is_flag=True, help="Print the README's markdown table instead.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the README's markdown table instead.")
 @kernels_dir_option
 @output_options
-def explain(results, markdown, kernels_dirs, as_json, as_csv):
+def explain(results, as_markdown, kernels_dirs, as_json, as_csv):
     """Walk the ladder: each rung's idea, its prediction, and (with --results) what was measured."""
-    fmt = output_format(as_json, as_csv, markdown)
+    fmt = output_format(as_json, as_csv, as_markdown)
     doc = _load_results(results, "a `compare --json` output") if results else None
-    rows = report.predictions(catalog(kernels_dirs).ladder(), doc)
-    if markdown:
-        click.echo(report.predictions_markdown(rows))
+    rows = markdown.predictions(catalog(kernels_dirs).ladder(), doc)
+    if as_markdown:
+        click.echo(markdown.predictions_markdown(rows))
         return
-    _print_rows({"results": results, "rows": rows}, rows, fmt, lambda: report.explain_table(rows, results))
+    _print_rows({"results": results, "rows": rows}, rows, fmt, lambda: tables.explain_table(rows, results))
 
 
 def main():

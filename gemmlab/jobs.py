@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import report
+from .results import records
 from .kernel import configure
 from .errors import GemmlabError
 from .gpu.launch import CUBLAS_SOURCE
@@ -102,7 +102,7 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
     with Isolated(handler, (shape, seed, opts.fp64_check, opts.dtype), opts.timeout, on_phase) as w:
         info = w.start()  # no GPU, or no room for the inputs: a GemmlabError for the whole run
         dev = info["device"]
-        doc = report.meta(command, dev, shape, seed, opts.dtype)
+        doc = records.meta(command, dev, shape, seed, opts.dtype)
         if opts.rounds > 1:
             doc["rounds"] = opts.rounds
         peak = dev.peak(opts.dtype)
@@ -110,12 +110,12 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
         def finish(e: _Entry) -> None:  # the entry's row, from the rounds it has, handed on
             result = merge_rounds(e.results)
             cublas_ms = result.valid_time if e is cublas else cublas.row["ms"] if cublas.row else None
-            e.row = report.row(result, peak, cublas_ms)
+            e.row = records.row(result, peak, cublas_ms)
             e.row["source_hash"] = e.hash
             on_row(doc, e.row)
 
         def measure(e: _Entry, rnd: int) -> None:
-            label = "cuBLAS" if e is cublas else f"{e.variant.name} {report.params_text(e.params)}"
+            label = "cuBLAS" if e is cublas else f"{e.variant.name} {records.params_text(e.params)}"
             on_phase(label if opts.rounds == 1 else f"round {rnd + 1}/{opts.rounds}: {label}")
             if e is cublas:
                 try:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from .errors import GemmlabError
-from .report import write_atomic
+from .present.export import write_atomic
 from .templates import builtin_dir, data_dir
 
 # A cached shape within a factor of 1.41 in each of M, N and K counts as near. A factor of 2 let 512^3

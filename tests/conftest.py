@@ -87,6 +87,9 @@ def isolated(monkeypatch, tmp_path, session_cache):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     for var in ("GEMMLAB_KERNELS", "GEMMLAB_HISTORY", "GEMMLAB_TUNING", "GEMMLAB_GPU_JOBS"):
         monkeypatch.delenv(var, raising=False)
+    # Tables are as wide as a pipe gets (200 columns) wherever the tests run: a pytest-xdist worker
+    # inherits the terminal's COLUMNS, which would leave out columns a test looks for.
+    monkeypatch.setenv("COLUMNS", "200")
     yield
 
 

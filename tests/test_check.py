@@ -414,7 +414,7 @@ def test_clock_summary():
 
 
 def test_clock_note_only_where_the_clock_was_held_down():
-    from gemmlab.report import clock_note
+    from gemmlab.results.records import clock_note
     assert clock_note({"clocks": None}) is None
     assert clock_note({"clocks": {"sm_mhz": [1980, 1980, 1980], "samples": 9, "throttle": []}}) is None
     assert clock_note({"clocks": {"sm_mhz": [1410, 1755, 1980], "samples": 9, "throttle": ["power cap"]}}) == \

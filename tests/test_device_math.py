@@ -8,7 +8,8 @@ from gemmlab import GemmlabError
 from gemmlab.gpu.device import DeviceInfo, dram_bandwidth, fp32_lanes, fp32_peak
 from gemmlab.results.check import Check
 from gemmlab.results.model import Result, Shape, Timing
-from gemmlab import report
+from gemmlab.present import markdown
+from gemmlab.results import metrics, records
 
 
 def h100(**kw) -> DeviceInfo:
@@ -63,15 +64,15 @@ def _result(name, ms, passed=True, **kw):
 
 def test_rows_and_speedups():
     peak = h100().peak_fp32
-    rows = [report.row(_result("naive", 100.0), peak, 2.0), report.row(_result("tiled", 10.0), peak, 2.0),
-            report.row(_result("broken", 1.0, passed=False), peak, 2.0),
-            report.row(_result("cuBLAS", 2.0), peak, 2.0)]
-    report.add_speedups(rows)
+    rows = [records.row(_result("naive", 100.0), peak, 2.0), records.row(_result("tiled", 10.0), peak, 2.0),
+            records.row(_result("broken", 1.0, passed=False), peak, 2.0),
+            records.row(_result("cuBLAS", 2.0), peak, 2.0)]
+    metrics.add_speedups(rows)
     tiled = rows[1]
     assert tiled["tflops"] == pytest.approx(2 * 4096**3 / 10e-3 / 1e12)
     assert tiled["pct_cublas"] == pytest.approx(20.0) and tiled["speedup_prev"] == pytest.approx(10.0)
     broken = rows[2]
     assert broken["status"] == "FAIL" and broken["ms"] is None and broken["tflops"] is None
-    assert report.failures(rows) == [broken]
-    md = report.markdown({"rows": rows})
+    assert records.failures(rows) == [broken]
+    md = markdown.markdown({"rows": rows})
     assert "| tiled | TILE=32 | 10.000 |" in md and "| broken | TILE=32 | **FAIL**: 5 elements out of bound on the random inputs" in md

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from gemmlab import history, report
+from gemmlab import history
+
+from gemmlab.present import export
 from gemmlab.cli import _watch
 from gemmlab.watch import wait_for_change
 from test_cli import invoke
@@ -101,7 +103,7 @@ def test_record_is_one_transaction():
 
 
 def test_csv_flattens_rows():
-    text = report.csv_text([{"variant": "x", "params": {"A": 1, "B": True}, "grid": [4, 2, 1], "ms": None},
+    text = export.csv_text([{"variant": "x", "params": {"A": 1, "B": True}, "grid": [4, 2, 1], "ms": None},
                             {"variant": "y", "params": {}, "extra": 3}])
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows[0] == {"variant": "x", "params": "A=1 B=true", "grid": "4 2 1", "ms": "", "extra": ""}
@@ -110,8 +112,8 @@ def test_csv_flattens_rows():
 
 def test_results_file_is_replaced_whole(tmp_path):
     p = tmp_path / "r.json"
-    report.write_atomic(p, "one")
-    report.write_atomic(p, "two")
+    export.write_atomic(p, "one")
+    export.write_atomic(p, "two")
     assert p.read_text() == "two" and [f.name for f in tmp_path.iterdir()] == ["r.json"]
 
 

@@ -9,7 +9,7 @@ import pytest
 from gemmlab import profile
 from gemmlab.gpu import occupancy
 from gemmlab.errors import GemmlabError
-from gemmlab.plots import occupancy_plot
+from gemmlab.present.plots import occupancy_plot
 from test_cli import invoke
 
 DATA = Path(__file__).parent / "data"
@@ -81,15 +81,15 @@ def _scaling_doc():
 
 
 def test_scaling_plot_and_table(tmp_path):
-    from gemmlab import report
-    from gemmlab.plots import scaling_plot
+    from gemmlab.present import markdown, tables
+    from gemmlab.present.plots import scaling_plot
     out = tmp_path / "s.png"
     scaling_plot(_scaling_doc(), out)
     assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 10_000
-    md = report.scaling_markdown(_scaling_doc())
+    md = markdown.scaling_markdown(_scaling_doc())
     assert md.splitlines()[0] == "| N | pipelined | cuBLAS | numpy (CPU) | tiled |"
     assert "| 256 | 5,000 | 6,000 | 100 | FAIL |" in md and "| 1024 | 20,000 | 24,000 | 400 | - |" in md
-    assert report.scaling_table(_scaling_doc()).row_count == 10
+    assert tables.scaling_table(_scaling_doc()).row_count == 10
 
 
 def test_scaling_bad_sizes():

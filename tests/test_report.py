@@ -2,7 +2,9 @@
 
 import pytest
 
-from gemmlab import report
+from gemmlab.present import markdown
+
+from gemmlab.results import metrics
 
 
 def _rows(*ms):
@@ -11,7 +13,7 @@ def _rows(*ms):
 
 def test_speedups_over_the_previous_and_the_first_rung():
     rows = _rows(8.0, 4.0, 5.0)
-    report.add_speedups(rows)
+    metrics.add_speedups(rows)
     assert [r["speedup_prev"] for r in rows[:3]] == [None, 2.0, 0.8]
     assert [r["speedup_first"] for r in rows[:3]] == [1.0, 2.0, 1.6]  # faster than the first: above 1
     assert "speedup_prev" not in rows[3] and "speedup_first" not in rows[3]  # cuBLAS is no rung
@@ -19,7 +21,7 @@ def test_speedups_over_the_previous_and_the_first_rung():
 
 def test_a_failed_rung_is_skipped_not_a_new_start():
     rows = _rows(8.0, 4.0, None, 2.0)
-    report.add_speedups(rows)
+    metrics.add_speedups(rows)
     assert rows[2]["speedup_prev"] is None and rows[2]["speedup_first"] is None
     assert rows[3]["speedup_prev"] == 2.0  # over k1, the last rung that has a time
     assert rows[3]["speedup_first"] == 4.0
@@ -27,20 +29,20 @@ def test_a_failed_rung_is_skipped_not_a_new_start():
 
 def test_without_a_first_time_there_is_no_speedup_over_it():
     rows = _rows(None, 4.0, 2.0)
-    report.add_speedups(rows)
+    metrics.add_speedups(rows)
     assert [r["speedup_first"] for r in rows[:3]] == [None, None, None]
     assert [r["speedup_prev"] for r in rows[:3]] == [None, None, 2.0]
 
 
 def test_no_rungs_at_all():
     rows = [{"variant": "cuBLAS", "ms": 0.5}]
-    report.add_speedups(rows)
+    metrics.add_speedups(rows)
     assert rows == [{"variant": "cuBLAS", "ms": 0.5}]
 
 
 @pytest.mark.parametrize("x,text", [(None, "-"), (1.0, "1.00x"), (12.456, "12.46x")])
 def test_speedup_text(x, text):
-    assert report.speedup_text(x) == text
+    assert markdown.speedup_text(x) == text
 
 
 def test_predictions_measure_each_rung_over_its_parent():
@@ -51,8 +53,8 @@ def test_predictions_measure_each_rung_over_its_parent():
               V(name="after", parent="broken", idea="", predict="", predict_x=1.1)]
     doc = {"rows": [{"variant": "naive", "status": "PASS", "ms": 9.0}, {"variant": "tiled", "status": "PASS", "ms": 3.0},
                     {"variant": "broken", "status": "FAIL", "ms": None}, {"variant": "after", "status": "PASS", "ms": 1.0}]}
-    got = {r["variant"]: r["measured_x"] for r in report.predictions(ladder, doc)}
+    got = {r["variant"]: r["measured_x"] for r in markdown.predictions(ladder, doc)}
     assert got == {"naive": None, "tiled": 3.0, "broken": None, "after": None}
-    md = report.predictions_markdown(report.predictions(ladder, doc))
+    md = markdown.predictions_markdown(markdown.predictions(ladder, doc))
     assert md.splitlines()[2:] == ["| tiled | naive | 2.00x | 3.00x |", "| broken | tiled | 1.50x | - |",
                                    "| after | broken | 1.10x | - |"]

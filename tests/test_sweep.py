@@ -8,7 +8,7 @@ import gemmlab
 from gemmlab import sweep, tuning
 from gemmlab.errors import GemmlabError
 from gemmlab.jobs import Options, run_jobs
-from gemmlab.plots import sweep_plot
+from gemmlab.present.plots import sweep_plot
 from gemmlab.render import render
 from gemmlab.results.model import Shape
 from conftest import GOOD_BODY, write_template
@@ -239,14 +239,14 @@ def test_suite_rows_say_bound_and_target():
     assert big["pct_bound"] == pytest.approx(100 * 38 / 66.9) and big["met"] is True
     assert big["x_cublas"] == pytest.approx(38 / 45) and big_cublas["met"] is None
     assert gemv["bound"] == "memory" and gemv["pct_bound"] == pytest.approx(100 * 0.5e12 / (gemv["ai"] * 2.93e12))
-    from gemmlab import report
-    md = report.suite_markdown(doc)
+    from gemmlab.present import markdown, tables
+    md = markdown.suite_markdown(doc)
     assert "| 3072x3072x3072 | splitk | 38.00 |" in md and "40% met" in md
-    assert report.suite_table(doc).row_count == 4
+    assert tables.suite_table(doc).row_count == 4
 
 
 def test_roofline_plot_is_a_png(tmp_path):
-    from gemmlab.plots import roofline_plot
+    from gemmlab.present.plots import roofline_plot
     out = tmp_path / "roof.png"
     roofline_plot(_suite_doc(), out)
     assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 10_000
@@ -267,7 +267,7 @@ def _recorded(name):
 @pytest.mark.parametrize("name,plot", [("h100-suite.json", "roofline_plot"), ("h100-scaling.json", "scaling_plot"),
                                        ("h100-sweep-split/pipelined-64x3072x3072.json", "sweep_plot")])
 def test_plots_from_recorded_h100_results(tmp_path, name, plot):
-    import gemmlab.plots as plots
+    import gemmlab.present.plots as plots
     out = tmp_path / "p.png"
     getattr(plots, plot)(_recorded(name), out)
     assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 20_000

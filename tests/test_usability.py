@@ -9,7 +9,9 @@ import tomllib
 
 import pytest
 
-from gemmlab import report
+from gemmlab.present import markdown, tables
+
+from gemmlab.results import records
 from gemmlab.results.model import Result, Shape
 from gemmlab.templates import builtin_dir
 from conftest import ROOT
@@ -18,14 +20,14 @@ from conftest import ROOT
 # ---------------------------------------------------------------------------- results hold no machine paths
 
 def test_result_rows_name_templates_without_this_machines_directories(tmp_path, monkeypatch):
-    builtin = report.row(Result("naive", {}, Shape(8, 8, 8), source=str(builtin_dir() / "naive.cu.j2")), 1e12)
+    builtin = records.row(Result("naive", {}, Shape(8, 8, 8), source=str(builtin_dir() / "naive.cu.j2")), 1e12)
     assert builtin["source"] == "kernels/naive.cu.j2"
-    example = report.row(Result("oob", {}, Shape(8, 8, 8), source=str(ROOT / "examples/broken/oob.cu.j2")), 1e12)
+    example = records.row(Result("oob", {}, Shape(8, 8, 8), source=str(ROOT / "examples/broken/oob.cu.j2")), 1e12)
     assert example["source"] == "examples/broken/oob.cu.j2"
     mine = tmp_path / "elsewhere" / "mytiled.cu.j2"
     monkeypatch.chdir(ROOT)
-    assert report.row(Result("mytiled", {}, Shape(8, 8, 8), source=str(mine)), 1e12)["source"] == "mytiled.cu.j2"
-    assert report.row(Result("cuBLAS", {}, Shape(8, 8, 8), source="cupy.matmul"), 1e12)["source"] == "cupy.matmul"
+    assert records.row(Result("mytiled", {}, Shape(8, 8, 8), source=str(mine)), 1e12)["source"] == "mytiled.cu.j2"
+    assert records.row(Result("cuBLAS", {}, Shape(8, 8, 8), source="cupy.matmul"), 1e12)["source"] == "cupy.matmul"
 
 
 def test_committed_results_hold_no_absolute_paths():
@@ -83,23 +85,23 @@ def _tables():
     resources = dict(variant="wgmma", params={"DTYPE": "bf16", "BM": 128}, arch="sm_90a", threads=384,
                      registers=168, smem=0, stack=0, spill_stores=0, spill_loads=0, barriers=1,
                      compile_ms=812.0, cached=False)
-    yield "compare", report.results_table(compare["rows"], report.title_for(compare), speedups=True)
+    yield "compare", tables.results_table(compare["rows"], tables.title_for(compare), speedups=True)
     faults = _doc("h100-faults.json")
-    yield "faults", report.results_table(faults["rows"], report.title_for(faults), speedups=True)
+    yield "faults", tables.results_table(faults["rows"], tables.title_for(faults), speedups=True)
     bf16 = _doc("h100-tensor-bf16-4096.json")
-    yield "bf16", report.results_table(bf16["rows"], report.title_for(bf16), speedups=True)
-    yield "suite", report.suite_table(_doc("h100-suite.json"))
-    yield "scaling", report.scaling_table(_doc("h100-scaling.json"))
-    yield "occupancy", report.occupancy_table(_doc("h100-occupancy.json"))
-    yield "sanitize", report.findings_table(_doc("h100-sanitize-racecheck.json"))
-    yield "profile", report.profile_table(_doc("h100-profile-pipelined.json"))
-    yield "device", report.device_table(_doc("h100-device.json"))
-    yield "history", report.history_table(history, "last 20 runs")
-    yield "build", report.build_table(build, "sm_90")
-    yield "build-summary", report.build_summary_table(build * 40, "sm_90")
-    yield "list", report.variants_table(cat.ladder(), cat.broken, "gemmlab variants (ladder order)")
-    yield "explain", report.explain_table(report.predictions(cat.ladder(), compare), "h100-compare-4096.json")
-    yield "resources", report.resources_table(resources)
+    yield "bf16", tables.results_table(bf16["rows"], tables.title_for(bf16), speedups=True)
+    yield "suite", tables.suite_table(_doc("h100-suite.json"))
+    yield "scaling", tables.scaling_table(_doc("h100-scaling.json"))
+    yield "occupancy", tables.occupancy_table(_doc("h100-occupancy.json"))
+    yield "sanitize", tables.findings_table(_doc("h100-sanitize-racecheck.json"))
+    yield "profile", tables.profile_table(_doc("h100-profile-pipelined.json"))
+    yield "device", tables.device_table(_doc("h100-device.json"))
+    yield "history", tables.history_table(history, "last 20 runs")
+    yield "build", tables.build_table(build, "sm_90")
+    yield "build-summary", tables.build_summary_table(build * 40, "sm_90")
+    yield "list", tables.variants_table(cat.ladder(), cat.broken, "gemmlab variants (ladder order)")
+    yield "explain", tables.explain_table(markdown.predictions(cat.ladder(), compare), "h100-compare-4096.json")
+    yield "resources", tables.resources_table(resources)
 
 
 TABLES = list(_tables())
@@ -202,7 +204,7 @@ def test_usage_errors_are_one_line_and_the_readme_says_so(args):
     lines = [line for line in r.output.splitlines() if line.strip()]
     assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "--help" in lines[0], r.output
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "gives one message and exit status 2" in readme
+    assert "gives one message and exit status `2`" in readme
 
 
 def test_show_resources_names_the_target_it_built():

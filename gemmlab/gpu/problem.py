@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import GemmlabError
 from ..results import check as checking
 from ..results.check import ALPHA, BETA, Check
-from ..results.model import ITEM_BYTES, Result, Shape
+from ..results.model import Result, Shape
 from .bench import bench
 from ..gpu.device import DeviceInfo, get_device
 from .driver import cuda
@@ -172,10 +172,8 @@ class Problem:
         """Run `launch_on(inputs)()` on NaN-poisoned C for each input set (all of them unless `sets` says),
         and judge every element; stop at the first set that fails. The verdict of the timed set, unless
         another failed. Inputs a launch wrote into are named in the verdict, and restored."""
-        cupy, kind = self.cupy, epilogue or "none"
-        verdict = None
         try:
-            verdict = self._verify(launch_on, tile, kind, sets or self.input_sets())
+            verdict = self._verify(launch_on, tile, epilogue or "none", sets or self.input_sets())
         except MemoryError:  # cupy's OutOfMemoryError is one
             raise GemmlabError(f"out of GPU memory checking on shape {self.shape}: the check needs a few more "
                                f"arrays the size of C ({self.C.nbytes / 2**30:.1f} GiB each)",

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import GemmlabError
-from .templates import show_params
+from ..errors import GemmlabError
+from ..templates import show_params
 
 
 def _pyplot():

@@ -1,0 +1,44 @@
+"""Rows and documents as files: JSON, CSV, and writes that replace a file whole or not at all."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+from ..templates import show_params, show_value
+
+
+def dump(doc: dict) -> str:
+    return json.dumps(doc, indent=2, default=str)
+
+
+def _cell(v) -> str:
+    """A CSV cell: parameters as `TILE=32 REG=8`, lists as `x y z`, nothing as empty."""
+    if v is None:
+        return ""
+    if isinstance(v, dict):
+        return show_params(v)
+    if isinstance(v, (list, tuple)):
+        return " ".join(map(str, v))
+    return show_value(v)
+
+
+def csv_text(rows: list[dict]) -> str:
+    """Rows of dicts as CSV, one column per key in the order first seen."""
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([_cell(r.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` whole or not at all: a crash mid-write leaves the previous version."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -1,0 +1,114 @@
+"""The markdown tables of the README and docs/, made from saved result documents (`gemmlab report
+--markdown`, `--versus`, `explain --markdown`)."""
+
+from __future__ import annotations
+
+from ..results.records import failure_text, params_text
+from .fit import fmt, speedup_text
+from .tables import (occupancy_table, scaling_table, suite_table)
+
+
+def findings_markdown(found: dict) -> str:
+    """A saved `run --sanitize --json` document as the README's table."""
+    lines = ["| count | what | where | code |", "|---:|---|---|---|"]
+    for f in found["findings"]:
+        code = (f["code"] or "-").replace("|", "\\|")  # CUDA has || and the places are joined by |
+        lines.append(f"| {f['count']:,} | {f['what']} | {f['where']} | `{code}` |")
+    return "\n".join(lines)
+
+
+def suite_markdown(doc: dict) -> str:
+    """The README's suite table from a saved `suite --json` document."""
+    lines = ["| M x N x K | variant | TFLOP/s | % of peak | FLOP/B | bound | % of bound | x cuBLAS | target |",
+             "|---|---|---:|---:|---:|---|---:|---:|---|"]
+    for r in doc["rows"]:
+        target = "-" if r["target_pct"] is None else f"{r['target_pct']}%" + (
+            "" if r["met"] is None else " met" if r["met"] else " **missed**")
+        tflops = fmt(r["tflops"], ".2f") if r["status"] == "PASS" else f"**{r['status']}**"
+        lines.append(f"| {r['shape']} | {r['variant']} | {tflops} | {fmt(r['pct_peak'], '.1f')} | {r['ai']:.1f} | "
+                     f"{r['bound']} | {fmt(r['pct_bound'], '.1f')} | {fmt(r['x_cublas'], '.2f')} | {target} |")
+    return "\n".join(lines)
+
+
+def scaling_markdown(doc: dict) -> str:
+    """GFLOP/s, one row per size, one column per variant (the README's table)."""
+    names = list(dict.fromkeys(r["variant"] for r in doc["rows"]))
+    sizes = sorted({r["size"] for r in doc["rows"]})
+    cell = {(r["size"], r["variant"]): (fmt(r["gflops"], ",.0f") if r["status"] == "PASS" else r["status"]) for r in doc["rows"]}
+    lines = ["| N | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
+    for n in sizes:
+        lines.append(f"| {n} | " + " | ".join(cell.get((n, v), "-") for v in names) + " |")
+    return "\n".join(lines)
+
+
+def occupancy_markdown(doc: dict) -> str:
+    """The README's table from a saved `occupancy --json` document."""
+    lines = ["| warps / SM | occupancy | GB/s | % of best |", "|---:|---:|---:|---:|"]
+    for r in doc["rows"]:
+        lines.append(f"| {r['warps_per_sm']} | {r['occupancy_pct']:.1f}% | {r['gbs']:,.0f} | {r['pct_of_best']:.1f} |")
+    law = doc.get("littles_law") or {}
+    if law:
+        lines.append(f"\nLittle's law: 512 bytes in flight per warp at 1 warp per SM gives a latency of "
+                     f"{law['latency_ns']:.0f} ns, so the best rate needs {law['bytes_in_flight'] / 2**20:.2f} MiB in "
+                     f"flight: about {law['warps_per_sm_needed']} warps per SM.")
+    return "\n".join(lines)
+
+
+# Saved documents of the commands whose rows are not a ladder's: `gemmlab report` shows them as the command did.
+VIEWS = {"suite": (suite_table, suite_markdown), "scaling": (scaling_table, scaling_markdown),
+         "occupancy": (occupancy_table, occupancy_markdown)}
+
+
+def markdown(doc: dict) -> str:
+    """The README's ladder table from a saved `compare --json` document."""
+    lines = [f"| variant | params | ms | TFLOP/s | % of {doc.get('dtype', 'fp32').upper()} peak | % of cuBLAS | x previous |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in doc["rows"]:
+        if r["status"] not in ("PASS",):
+            why = failure_text(r).splitlines()[0].replace("|", "/")
+            lines.append(f"| {r['variant']} | {params_text(r['params'])} | **{r['status']}**: {why} | | | | |")
+            continue
+        lines.append(f"| {r['variant']} | {params_text(r['params'])} | {r['ms']:.3f} | {r['tflops']:.2f} | "
+                     f"{r['pct_peak']:.1f} | {fmt(r['pct_cublas'], '.1f')} | {fmt(r.get('speedup_prev'), '.2f')} |")
+    return "\n".join(lines)
+
+
+def versus_markdown(docs: list[dict], variant: str) -> str:
+    """One variant against cuBLAS at each shape of several saved `compare --json` documents: the
+    README's table (from the same run, so the ratio is side by side)."""
+    lines = [f"| M x N x K | {variant} TFLOP/s | cuBLAS TFLOP/s | {variant} / cuBLAS |", "|---|---:|---:|---:|"]
+    for doc in sorted(docs, key=lambda d: (d["shape"]["M"] * d["shape"]["N"] * d["shape"]["K"], d.get("dtype", "fp32"))):
+        rows = {r["variant"]: r for r in doc["rows"]}
+        mine, cublas = rows.get(variant), rows.get("cuBLAS")
+        if not mine or not cublas:
+            continue
+        shape = "x".join(str(doc["shape"][k]) for k in "MNK")
+        if doc.get("dtype", "fp32") != "fp32":
+            shape += f" {doc['dtype']}"
+        if mine["status"] != "PASS":
+            lines.append(f"| {shape} | {mine['status']} | {fmt(cublas['tflops'], '.2f')} | - |")
+            continue
+        lines.append(f"| {shape} | {mine['tflops']:.2f} | {cublas['tflops']:.2f} | "
+                     f"{mine['tflops'] / cublas['tflops']:.3f}x |")  # the third digit decides a goal of 1.00x
+    return "\n".join(lines)
+
+
+def predictions(variants, doc: dict | None = None) -> list[dict]:
+    """Each rung's predicted speed-up over its parent beside the one measured in a saved `compare --json`
+    document (None where the document lacks the rung or its parent, or either failed its check)."""
+    ms = {r["variant"]: r["ms"] for r in (doc or {}).get("rows", []) if r["status"] == "PASS" and r["ms"]}
+    out = []
+    for v in variants:
+        measured = ms[v.parent] / ms[v.name] if v.name in ms and v.parent in ms else None
+        out.append({"variant": v.name, "parent": v.parent, "idea": v.idea, "predict": v.predict,
+                    "predict_x": v.predict_x, "measured_x": measured})
+    return out
+
+
+def predictions_markdown(rows: list[dict]) -> str:
+    """The README's table of predicted against measured speed-ups."""
+    lines = ["| rung | over | predicted | measured |", "|---|---|---:|---:|"]
+    for r in rows:
+        if r["parent"]:
+            lines.append(f"| {r['variant']} | {r['parent']} | {speedup_text(r['predict_x'])} | {speedup_text(r['measured_x'])} |")
+    return "\n".join(lines)

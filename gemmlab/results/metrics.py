@@ -1,0 +1,58 @@
+"""The numbers a row derives from its measurement, declared once: adding a metric is adding one entry.
+
+Each Metric computes its value from the row (whose `ms` is set only for a passing check) and the run's
+context: the shape's FLOPs, the device's peak for the input type, and cuBLAS's time in the same run.
+A metric that cannot be computed (no time, no cuBLAS) is None. Speed-ups rung over rung need the rows
+in ladder order: add_speedups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Context:
+    flops: int                  # 2 M N K
+    peak_flops: float           # the device's peak for the input type, FLOP/s
+    cublas_ms: float | None     # cuBLAS's median in the same run
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    what: str
+    value: Callable[[dict, Context], float | None]
+
+
+def _tflops(r: dict, c: Context):
+    return c.flops / (r["ms"] * 1e-3) / 1e12 if r["ms"] else None
+
+
+METRICS = (  # in order: a metric may use the ones before it
+    Metric("tflops", "TFLOP/s: 2 M N K over the median time", _tflops),
+    Metric("gflops", "GFLOP/s", lambda r, c: r["tflops"] * 1e3 if r["tflops"] else None),
+    Metric("pct_peak", "% of the device's peak for the input type",
+           lambda r, c: 100 * r["tflops"] * 1e12 / c.peak_flops if r["tflops"] else None),
+    Metric("pct_cublas", "% of cuBLAS's speed in the same run: its time over ours",
+           lambda r, c: 100 * c.cublas_ms / r["ms"] if r["ms"] and c.cublas_ms else None),
+)
+
+
+def derive(row: dict, context: Context) -> dict:
+    """Every metric of `row`, set in place (and the row returned)."""
+    for m in METRICS:
+        row[m.key] = m.value(row, context)
+    return row
+
+
+def add_speedups(rows: list[dict]) -> None:
+    """Speed-up of each kernel row over the previous one and over the first (naive) one. A row that
+    failed has no time: the next row's speed-up is over the last one that had one."""
+    kernels = [r for r in rows if r["variant"] != "cuBLAS"]
+    first = kernels[0]["ms"] if kernels else None
+    prev = None
+    for r in kernels:
+        r["speedup_prev"] = prev / r["ms"] if prev and r["ms"] else None
+        r["speedup_first"] = first / r["ms"] if first and r["ms"] else None
+        prev = r["ms"] or prev
