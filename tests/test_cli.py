@@ -57,10 +57,12 @@ def test_build_all_configs():
 
 def test_build_fails_on_a_template_that_does_not_compile(user_dir):
     write_template(user_dir, "typo", GOOD_BODY.replace("acc += A[", "acc += AA["))
-    r = invoke("build", "--arch", "sm_90", "--kernels-dir", user_dir)
+    # typo between two that build (every variant would be 20 s of compiles that test_compile does anyway)
+    r = invoke("build", "--arch", "sm_90", "--kernels-dir", user_dir, "-v", "naive", "-v", "typo", "-v", "tiled", "--json")
     assert r.exit_code == 1
-    assert "typo.cu.j2:" in r.output and "error" in r.output
-    assert "tiled" in r.output  # the others were still built
+    rows = json.loads(r.stdout)["rows"]
+    assert [(x["variant"], x["result"]) for x in rows] == [("naive", "ok"), ("typo", "FAIL"), ("tiled", "ok")]
+    assert f"{user_dir / 'typo.cu.j2'}:" in rows[1]["error"] and "error" in r.stderr  # the others were still built
 
 
 @pytest.mark.parametrize("args,message", [
