@@ -5,7 +5,7 @@
 #
 #   python3 -m pip install -e ".[test,mutation]"
 #   tests/mutation.sh                      # every module below
-#   tests/mutation.sh sweep worker         # some of them
+#   tests/mutation.sh sweep results/metrics  # some of them (a module's path under gemmlab/, no .py)
 #   JOBS=4 MUTATION_DIR=/tmp/m tests/mutation.sh templates
 #   MUTATION_REF=HEAD tests/mutation.sh    # a commit instead of the working tree
 #
@@ -25,7 +25,8 @@ JOBS=${JOBS:-2}
 declare -A TESTS=(
   [sweep]="tests/test_sweep.py tests/test_flow.py"
   [worker]="tests/test_worker.py tests/test_isolated.py tests/test_gpu_jobs.py tests/test_jobs.py"
-  [report]="tests/test_report.py tests/test_device_math.py"
+  [results/metrics]="tests/test_report.py tests/test_device_math.py"
+  [results/records]="tests/test_report.py tests/test_device_math.py"
   [templates]="tests/test_templates.py tests/test_sweep.py"
   [render]="tests/test_render.py"
 )
@@ -34,19 +35,19 @@ declare -A KEEP=(
   [sweep]="not plots_from_recorded and not shipped_winners"
   [render]="not every_config_renders_clean"
 )
-# Of report.py only its derived numbers are scored (its tables and markdown are layout).
+# Of results/records.py only the functions that derive a row's numbers and verdict are scored.
 declare -A FUNCTIONS=(
-  [report]="x_row x_row_from_history x_add_speedups x_failure_text x_failures x_predictions x_speedup_text"
+  [results/records]="x_row x_row_from_history x_failure_text x_failures"
 )
 
 command -v mutmut >/dev/null || { echo "mutmut is not installed: python3 -m pip install -e \".[mutation]\"" >&2; exit 2; }
 modules=("$@")
-[ ${#modules[@]} -gt 0 ] || modules=(sweep worker report templates render)
+[ ${#modules[@]} -gt 0 ] || modules=(sweep worker results/metrics results/records templates render)
 mkdir -p "$WORK"
 
 for m in "${modules[@]}"; do
   [ -n "${TESTS[$m]:-}" ] || { echo "no tests are listed for gemmlab/$m.py in $0" >&2; exit 2; }
-  dir="$WORK/$m"
+  dir="$WORK/${m//\//_}"
   rm -rf "$dir"
   mkdir -p "$dir"
   if [ -n "${MUTATION_REF:-}" ]; then  # a commit, as committed
