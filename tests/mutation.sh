@@ -28,7 +28,7 @@ declare -A TESTS=(
   [results/metrics]="tests/test_report.py tests/test_device_math.py"
   [results/records]="tests/test_records.py tests/test_report.py tests/test_device_math.py"
   [templates]="tests/test_templates.py tests/test_sweep.py"
-  [render]="tests/test_render.py"
+  [render]="tests/test_render.py tests/test_sandbox.py"
 )
 declare -A KEEP=(
   [templates]="not every_choice_is_usable and not sample_covers and not regular_install and not shipped_winners and not plots_from_recorded"

@@ -127,3 +127,61 @@ def test_every_line_of_a_shipped_kernel_maps_to_the_template_line_it_came_from(n
         if pieces[0] not in line or not JINJA.match(text.strip()) and not line.strip().startswith(pieces[0]):
             wrong.append(f"rendered line {i} {line.strip()!r} -> {Path(path).name}:{n} {text.strip()!r}")
     assert checked > 10 and not wrong, "\n".join(wrong)
+
+
+def test_render_uses_the_parameters_given_and_keeps_what_it_rendered():
+    v = discover().get("tiled")
+    r = render(v, {"TILE": 8})
+    assert r.variant is v and r.params == {"TILE": 8, "PREFETCH": True} and r.name == "tiled.cu"
+    assert "__shared__ float As[8][8];" in r.source
+    assert r.source.startswith("// gemmlab variant tiled (tiled.cu.j2) TILE=8 PREFETCH=true\n")
+
+
+def test_template_line_is_none_outside_the_source():
+    v = discover().get("naive")
+    r = render(v)
+    n = len(r.origins)
+    assert n == len(r.source.split("\n"))
+    assert r.template_line(0) is None and r.template_line(1) is None  # line 1: the banner
+    assert r.template_line(n + 1) is None and r.template_line(-1) is None
+    assert r.template_line(n) == r.origins[-1] is not None  # the last line has one (the one after the last newline)
+
+
+def test_whitespace_control_globals_and_the_types(user_dir):
+    body = ('{% if TILE > 8 %}\n    // big: {{ ctype(DTYPE) }} x{{ GPC_SLOTS }}\n    {% endif %}\n'
+            + GOOD_BODY.rstrip("\n") + "\n")
+    path = write_template(user_dir, "ws", body)
+    path.write_text(path.read_text().replace('idea = "a test template"\n', 'idea = "a test template"\ndtypes = ["fp32", "fp16"]\n'))
+    v = load_variant(path, builtin=False)
+    r = render(v, {"DTYPE": "fp16"})
+    lines = r.source.split("\n")
+    assert lines[1] == "    // big: __half x252"  # no line for the block tags, not even their indentation
+    assert lines[2].startswith('extern "C" __global__ void gemm(') and r.source.endswith("}\n")  # its last newline kept
+    assert render(v).source.split("\n")[1] == "    // big: float x252"
+
+
+def test_an_edited_template_renders_anew(user_dir):
+    path = write_template(user_dir, "edited", GOOD_BODY)
+    v = load_variant(path, builtin=False)
+    assert "float acc = 0.0f;" in render(v).source
+    path.write_text(path.read_text().replace("float acc = 0.0f;", "float acc = 0.0f;  // edited"))
+    assert "float acc = 0.0f;  // edited" in render(v).source  # --watch reruns in the same process
+
+
+def test_errors_in_an_imported_macro_file_name_that_file(user_dir):
+    macros = user_dir / "bad_macros.j2"
+    path = write_template(user_dir, "usesbad", '{% import "bad_macros.j2" as m %}\n' + GOOD_BODY.replace(
+        "    float acc = 0.0f;\n", "    float acc = {{ m.zero() }};\n"))
+    v = load_variant(path, builtin=False)
+    macros.write_text("{% macro zero() %}\n0.0f{{ NOPE }}\n{% endmacro %}\n")
+    with pytest.raises(GemmlabError) as e:
+        render(v)
+    assert e.value.message == f"template error at {macros}:2: 'NOPE' is undefined"
+    assert e.value.hint == "the parameters are: TILE, THREADS"
+    macros.write_text("{% macro zero() %}\n0.0f{% if %}\n{% endmacro %}\n")
+    with pytest.raises(GemmlabError, match=f"^template syntax error at {re.escape(str(macros))}:2: "):
+        render(v)
+    macros.unlink()
+    line = _line_of(path.read_text(), "{% import")
+    with pytest.raises(GemmlabError, match=f"^template error at {re.escape(str(path))}:{line}: 'bad_macros.j2' not found"):
+        render(v)
