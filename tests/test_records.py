@@ -76,12 +76,12 @@ def test_without_cublas_there_is_no_share_of_it():
 
 def test_a_row_from_the_history():
     h = {"id": 5, "variant": "tiled", "params": {"TILE": 16}, "M": 64, "N": 32, "K": 16, "template": "/x/tiled.cu.j2",
-         "dtype": "fp32", "rel_err": 1e-7, "ms": 4.0, "source_hash": "abc", "samples": [3.9, 4.0, 4.1]}
+         "dtype": "bf16", "rel_err": 1e-7, "ms": 4.0, "source_hash": "abc", "samples": [3.9, 4.0, 4.1]}
     d = row_from_history(h, peak_flops=1e12, cublas_ms=2.0)
     assert (d["variant"], d["params"], d["status"], d["ms"], d["ms_min"], d["ms_max"]) == ("tiled", {"TILE": 16}, "PASS", 4.0, 4.0, 4.0)
     assert d["tflops"] == pytest.approx(65536 / 4e-3 / 1e12) and d["pct_cublas"] == 50.0 and d["reps"] == 0
     assert d["samples_ms"] == [3.9, 4.0, 4.1] and d["rel_err"] == 1e-7 and math.isnan(d["max_abs_err"])
-    assert d["reference"] == "history" and d["source"] == "tiled.cu.j2" and d["dtype"] == "fp32"
+    assert d["reference"] == "history" and d["source"] == "tiled.cu.j2" and d["dtype"] == "bf16"
     assert (d["source_hash"], d["vs_last"], d["vs_last_text"], d["changed"]) == ("abc", None, "from history #5", "")
     assert row_from_history(dict(h, template=None, samples=None), 1e12)["source"] == ""
 
