@@ -27,7 +27,7 @@ declare -A TESTS=(
   [worker]="tests/test_worker.py tests/test_isolated.py tests/test_gpu_jobs.py tests/test_jobs.py"
   [results/metrics]="tests/test_report.py tests/test_device_math.py"
   [results/records]="tests/test_records.py tests/test_report.py tests/test_device_math.py"
-  [templates]="tests/test_templates.py tests/test_sweep.py"
+  [templates]="tests/test_templates.py tests/test_sandbox.py tests/test_sweep.py"
   [render]="tests/test_render.py tests/test_sandbox.py"
 )
 declare -A KEEP=(

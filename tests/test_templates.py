@@ -9,7 +9,7 @@ import pytest
 from gemmlab import GemmlabError
 from gemmlab.limits import limits
 from gemmlab.render import render
-from gemmlab.templates import builtin_dir, discover, load_variant
+from gemmlab.templates import Param, builtin_dir, discover, load_variant
 from conftest import GOOD_BODY, write_template
 
 LADDER = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined", "lean", "spread",
@@ -403,3 +403,65 @@ def test_SMEM_and_THREADS_are_not_parameters_and_not_per_shape(user_dir):
     path.write_text(path.read_text().replace("[launch]\n", '[launch]\nsmem = "M * 4"\n'))
     with pytest.raises(GemmlabError, match=r"constraint 'SMEM <= SMEM_OPTIN' reads SMEM, but launch.smem depends on M"):
         load_variant(path, builtin=False)
+
+
+# ---------------------------------------------------------------------------- values as typed, input types, the ladder
+
+@pytest.mark.parametrize("text,value", [("1", True), ("true", True), (" Yes ", True), ("ON", True),
+                                        ("0", False), ("False", False), ("no", False), ("off", False)])
+def test_a_boolean_parameter_takes_the_usual_words(text, value):
+    assert Param("P", True, (True, False)).parse(text) is value
+
+
+@pytest.mark.parametrize("cls_default,text,message", [
+    (True, "maybe", "parameter P takes true or false, not 'maybe'"),
+    (8, "eight", "parameter P takes an integer, not 'eight'"),
+    (8, "08", "parameter P takes an integer, not '08'"),  # base 0: a leading zero is no octal guess
+])
+def test_a_value_of_the_wrong_kind_is_named(cls_default, text, message):
+    with pytest.raises(GemmlabError) as e:
+        Param("P", cls_default).parse(text)
+    assert e.value.message == message
+
+
+@pytest.mark.parametrize("text", ["16", " 16 ", "0x10", "0o20", "0b10000"])
+def test_an_integer_parameter_takes_any_base(text):
+    assert Param("P", 8).parse(text) == 16
+
+
+def test_a_string_parameter_is_taken_as_typed():
+    assert Param("E", "none", ("none", "relu")).parse("relu") == "relu"
+
+
+def test_the_input_type_of_a_configuration():
+    cat = discover()
+    wmma, tiled = cat.get("wmma"), cat.get("tiled")
+    assert wmma.dtype({"DTYPE": "fp16"}) == "fp16" and wmma.dtype({}) == "bf16" and tiled.dtype({}) == "fp32"
+    overrides = {"BM": 64}
+    assert wmma.for_dtype(None, overrides) == {"BM": 64} and wmma.for_dtype("fp16", overrides) == {"BM": 64, "DTYPE": "fp16"}
+    assert overrides == {"BM": 64}  # not changed in place
+    assert wmma.for_dtype("fp16", {"DTYPE": "fp16"}) == {"DTYPE": "fp16"} and wmma.for_dtype("tf32") == {"DTYPE": "tf32"}
+    assert tiled.for_dtype("fp32", {"TILE": 8}) == {"TILE": 8}  # one type: no DTYPE parameter to set
+    with pytest.raises(GemmlabError) as e:
+        wmma.for_dtype("fp16", {"DTYPE": "bf16"})
+    assert e.value.message == "--dtype fp16 and -p DTYPE=bf16 disagree"
+    with pytest.raises(GemmlabError) as e:
+        wmma.for_dtype("fp32")
+    assert e.value.message == "variant 'wmma' runs bf16, fp16, tf32, not fp32"
+    assert e.value.hint == "`gemmlab list --dtype fp32` shows the variants that run fp32"
+
+
+def test_a_value_reached_only_by_changing_every_other_parameter_is_sampled(user_dir):
+    path = write_template(user_dir, "far", GOOD_BODY, header_extra=(
+        "[params.X]\ndefault = 0\nchoices = [0, 1]\n[params.Y]\ndefault = 0\nchoices = [0, 1]\n"
+        '[[constraints]]\ncheck = "X == 0 or (Y == 1 and TILE == 8)"\nwhy = "far"\n'))
+    v = load_variant(path, builtin=False)
+    assert {"TILE": 8, "X": 1, "Y": 1} in v._sample(0) == _nearest_by_brute_force(v, 0)
+
+
+def test_the_ladder_keeps_an_orphan_and_puts_user_rungs_after_built_in_siblings(user_dir):
+    write_template(user_dir, "aaa", GOOD_BODY, parent="tiled")  # sorts before blocktile1d by name
+    write_template(user_dir, "orphan", GOOD_BODY, parent="nosuchrung")
+    names = [v.name for v in discover((user_dir,)).ladder()]
+    assert names.index("tiled") < names.index("blocktile1d") < names.index("aaa")  # built-in first, then by name
+    assert "orphan" in names  # its parent is missing: it stands at the top level, not nowhere
