@@ -31,7 +31,7 @@ declare -A TESTS=(
   [render]="tests/test_render.py tests/test_sandbox.py"
 )
 declare -A KEEP=(
-  [templates]="not every_choice_is_usable and not sample_covers and not regular_install and not shipped_winners and not plots_from_recorded"
+  [templates]="not regular_install and not shipped_winners and not plots_from_recorded"
   [sweep]="not plots_from_recorded and not shipped_winners"
   [render]="not every_config_renders_clean"
 )
