@@ -12,7 +12,7 @@ import pytest
 from gemmlab import history
 
 from gemmlab.present import export
-from gemmlab.cli import _watch
+from gemmlab.cli.measure import _watch
 from gemmlab.watch import wait_for_change
 from test_cli import invoke
 
@@ -21,7 +21,7 @@ SHAPE = {"M": 64, "N": 32, "K": 16}
 
 def row(variant="tiled", ms=2.0, params=None, source_hash="aaaa", status="PASS", samples_ms=None):
     return {"variant": variant, "params": params or {"TILE": 32}, "source_hash": source_hash,
-            "source": "kernels/tiled.cu.j2", "status": status, "ms": ms if status == "PASS" else None,
+            "source": "kernels/fp32/03_tiled.cu.j2", "status": status, "ms": ms if status == "PASS" else None,
             "tflops": 1.0, "rel_err": 1e-7, "error": None if status == "PASS" else "boom",
             "samples_ms": samples_ms}
 

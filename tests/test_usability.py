@@ -20,8 +20,8 @@ from conftest import ROOT
 # ---------------------------------------------------------------------------- results hold no machine paths
 
 def test_result_rows_name_templates_without_this_machines_directories(tmp_path, monkeypatch):
-    builtin = records.row(Result("naive", {}, Shape(8, 8, 8), source=str(builtin_dir() / "naive.cu.j2")), 1e12)
-    assert builtin["source"] == "kernels/naive.cu.j2"
+    builtin = records.row(Result("naive", {}, Shape(8, 8, 8), source=str(builtin_dir() / "fp32/01_naive.cu.j2")), 1e12)
+    assert builtin["source"] == "kernels/fp32/01_naive.cu.j2"
     example = records.row(Result("oob", {}, Shape(8, 8, 8), source=str(ROOT / "examples/broken/oob.cu.j2")), 1e12)
     assert example["source"] == "examples/broken/oob.cu.j2"
     mine = tmp_path / "elsewhere" / "mytiled.cu.j2"
@@ -361,7 +361,7 @@ def test_limit_takes_each_variants_defaults_first_and_variant_takes_a_list():
 
 
 def test_build_compiles_in_parallel_and_says_so_first(tmp_path, monkeypatch):
-    from gemmlab import cli as cli_module
+    from gemmlab.cli import inspect as cli_module
     monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
     r = invoke("build", "--variant", "regblock", "--all-configs", "--arch", "sm_90", "--jobs", "2")
     assert r.exit_code == 0, r.output

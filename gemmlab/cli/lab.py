@@ -1,0 +1,181 @@
+"""The commands that measure across shapes and the machine: suite, scaling, occupancy, profile."""
+
+from __future__ import annotations
+
+
+import click
+from rich.markup import escape
+from ..present import export, tables
+
+from ..results import records
+from ..api import catalog
+from ..errors import GemmlabError
+from ..jobs import DEFAULT_TIMEOUT_S
+from ..templates import show_value
+from .common import (SECONDS, _new_file, _on_gpu, _plot, _print_rows, _spinner, _variants, cli, dtype_option,
+                     err, kernels_dir_option, make_shape, names_list, out, output_format, output_options,
+                     overrides, param_options, rounds_option)
+from .measure import _auto_jobs, _run_rows
+
+
+def _over_shapes(command, shapes, auto, named, kernels_dirs, opts, add, out_path=None) -> dict:
+    """Run the variants (at their defaults, auto chosen per shape) and cuBLAS on each shape in turn,
+    one worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep; with
+    out_path the results so far are saved after each shape. Ctrl-C stops after the shape in flight."""
+    doc, rows = None, []
+    for shape in shapes:
+        choose = _auto_jobs(kernels_dirs, shape) if auto else (lambda dev: [])
+        d, got, _ = _run_rows(command, lambda dev, choose=choose: choose(dev) + [(v, v.resolve()) for v in named],
+                              shape, opts, keep_going=True)
+        doc = doc or d
+        rows += add(shape, d, got)
+        if d.get("interrupted"):
+            doc["interrupted"] = True
+            break
+        if out_path:
+            export.write_atomic(out_path, export.dump(dict(doc, rows=rows)))
+    doc.pop("shape", None)
+    doc.update(command=command, rows=rows)
+    return doc
+
+
+@cli.command()
+@click.option("--variants", default="auto", show_default=True,
+              help="Comma-separated variants to run on every shape (auto: chosen per shape).")
+@click.option("--only", metavar="MxNxK,...", help="Only these shapes of the suite.")
+@click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
+@rounds_option
+@click.option("--seed", type=int, help="Seed of the random inputs.")
+@click.option("--timeout", type=SECONDS, default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Seconds a job may go without progress before it is marked TIMEOUT.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the results here as JSON (a new file).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the roofline with every result (PNG).")
+@output_options
+@kernels_dir_option
+@click.pass_context
+def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
+    """The 12 shapes of the MIT 6.S894 lab against cuBLAS: roofline bound, % of it, the course's targets."""
+    from .. import suite as lab
+    from ..jobs import Options
+    from ..results.model import Shape
+    fmt = output_format(as_json, as_csv)
+    out_path, plot_path = _new_file(out_path, "--out"), _new_file(plot_path, "--plot")
+    shapes = [(Shape(*s), t) for s, t in lab.SHAPES]
+    if only is not None:
+        wanted = set(names_list(only, "--only"))
+        shapes = [(s, t) for s, t in shapes if str(s) in wanted]
+        if len(shapes) != len(wanted):
+            raise GemmlabError("--only names shapes that are not in the suite; it has: "
+                               + ", ".join(str(Shape(*s)) for s, _ in lab.SHAPES))
+    auto, named = _variants(variants, kernels_dirs)
+    opts = Options(reps=reps, rounds=rounds, seed=seed, timeout=timeout)
+    _, bandwidth = _on_gpu(("bandwidth",), "measure the copy bandwidth")
+    targets = {str(s): t for s, t in shapes}
+
+    def add(shape, d, got):
+        peak = d["device"]["peak_fp32_tflops"] * 1e12
+        cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
+        return [lab.annotate(r, shape, targets[str(shape)], peak, bandwidth, cublas) for r in got]
+
+    doc = _over_shapes("suite", [s for s, _ in shapes], auto, named, kernels_dirs, opts, add, out_path)
+    rows = doc["rows"]
+    doc["bandwidth_tbs"] = bandwidth / 1e12
+    if out_path:
+        export.write_atomic(out_path, export.dump(doc))
+    _print_rows(doc, rows, fmt, lambda: tables.suite_table(doc))
+    _plot("roofline_plot", doc, plot_path)
+    bad = records.failures(rows)
+    for r in bad:
+        err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(records.failure_text(r))}",
+                    soft_wrap=True)
+    ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
+
+
+@cli.command()
+@click.option("--variants", default="auto", show_default=True, help="Comma-separated variants (auto: chosen per size).")
+@click.option("--sizes", default="256,512,1024,2048,4096", show_default=True, help="Square sizes N (M = N = K).")
+@click.option("--backend", "backends", multiple=True, type=click.Choice(["numpy"]),
+              help="Also time this CPU baseline (numpy: numpy.matmul in FP32).")
+@click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
+@click.option("--timeout", type=SECONDS, default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Seconds a job may go without progress before it is marked TIMEOUT.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw GFLOP/s against N (PNG, log-log).")
+@output_options
+@kernels_dir_option
+@click.pass_context
+def scaling(ctx, variants, sizes, backends, reps, timeout, plot_path, as_json, as_csv, kernels_dirs):
+    """GFLOP/s against size for variants, cuBLAS and (--backend numpy) the CPU."""
+    from ..cpu import numpy_row
+    from ..jobs import Options
+    fmt = output_format(as_json, as_csv)
+    try:
+        ns = sorted({int(x) for x in names_list(sizes, "--sizes")})
+    except ValueError:
+        raise GemmlabError(f"--sizes takes integers separated by commas, not '{sizes}'") from None
+    if not ns or ns[0] < 1:
+        raise GemmlabError("--sizes needs at least one positive size")
+    plot_path = _new_file(plot_path, "--plot")
+    auto, named = _variants(variants, kernels_dirs)
+    opts = Options(reps=reps, timeout=timeout)
+
+    def add(shape, d, got):
+        cpu = [numpy_row(shape.M, shape.N, shape.K)] if "numpy" in backends else []
+        return [dict(r, size=shape.M) for r in got + cpu]
+
+    doc = _over_shapes("scaling", [make_shape(n, None, None, None) for n in ns], auto, named, kernels_dirs, opts, add)
+    rows = doc["rows"]
+    _print_rows(doc, rows, fmt, lambda: tables.scaling_table(doc))
+    _plot("scaling_plot", doc, plot_path)
+    bad = records.failures(rows)
+    ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
+
+
+@cli.command()
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw bandwidth against warps per SM (PNG).")
+@output_options
+def occupancy(plot_path, as_json, as_csv):
+    """Copy bandwidth against warps per SM (forced with reserved shared memory), and Little's law."""
+    from ..gpu import occupancy as occ
+    fmt = output_format(as_json, as_csv)
+    plot_path = _new_file(plot_path, "--plot")
+    dev, rows = _on_gpu(("occupancy",), "copy bandwidth against warps per SM")
+    peak = max(r["bandwidth"] for r in rows)
+    for r in rows:
+        r.update(gbs=r["bandwidth"] / 1e9, pct_of_best=100 * r["bandwidth"] / peak)
+    law = occ.littles_law(rows, dev.sms, peak)
+    doc = dict(records.meta("occupancy", dev), rows=rows, littles_law=law)
+    _print_rows(doc, rows, fmt, lambda: tables.occupancy_table(doc))
+    if fmt == "table" and law:
+        out().print(f"Little's law: at 1 warp per SM each warp has {occ.BYTES_IN_FLIGHT_PER_WARP} bytes in flight, so the "
+                    f"memory latency is about {law['latency_ns']:.0f} ns; {peak / 1e12:.2f} TB/s then needs "
+                    f"{law['bytes_in_flight'] / 2**20:.1f} MiB in flight: about {law['warps_per_sm_needed']} warps per SM.")
+    _plot("occupancy_plot", doc, plot_path)
+
+
+@cli.command("profile")
+@click.option("--variant", "-v", "name", required=True, help="The variant to profile.")
+@param_options
+@click.option("--size", type=click.IntRange(min=1), default=4096, show_default=True, help="M = N = K.")
+@click.option("-M", "m", type=click.IntRange(min=1), help="M (overrides --size).")
+@click.option("-N", "n", type=click.IntRange(min=1), help="N (overrides --size).")
+@click.option("-K", "k", type=click.IntRange(min=1), help="K (overrides --size).")
+@output_options
+@dtype_option
+@kernels_dir_option
+def profile_cmd(name, tile, reg, raw_params, size, m, n, k, dtype, as_json, as_csv, kernels_dirs):
+    """One launch of a variant under ncu: throughput, occupancy, bank conflicts, stalls, DRAM bytes."""
+    from ..profile import profile
+    fmt = output_format(as_json, as_csv)
+    v = catalog(kernels_dirs).get(name)
+    params = v.resolve(v.for_dtype(dtype, overrides(tile, reg, raw_params)))  # bad input fails here, not under ncu
+    shape = make_shape(size, m, n, k)
+    args = ["--variant", v.name, "-M", str(shape.M), "-N", str(shape.N), "-K", str(shape.K), "--timeout", "600"]
+    args += [a for kv in params.items() for a in ("-p", f"{kv[0]}={show_value(kv[1])}")]
+    args += [a for d in kernels_dirs for a in ("--kernels-dir", str(d))]
+    with _spinner() as progress:
+        progress.add_task(f"ncu: {v.name} {records.params_text(params)} at {shape}")
+        found = profile(args)
+    found.update(variant=v.name, params=params, shape={"M": shape.M, "N": shape.N, "K": shape.K})
+    _print_rows(found, found["metrics"] + [dict(metric="stall: " + s["reason"], value=s["cycles_per_instruction"],
+                                                unit="cycles/instruction") for s in found["stalls"]],
+                fmt, lambda: tables.profile_table(found))

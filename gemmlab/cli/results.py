@@ -1,0 +1,72 @@
+"""Saved results again: report (tables, markdown, --versus) and explain."""
+
+from __future__ import annotations
+
+
+import click
+from ..present import markdown, tables
+
+from ..api import catalog
+from ..errors import GemmlabError
+from .common import (_is_device, _is_profile, _load_results, _print_rows, cli, kernels_dir_option, out,
+                     output_format, output_options)
+
+
+@cli.command("report")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the README's markdown table instead.")
+@click.option("--versus", metavar="VARIANT", help="One markdown table of VARIANT against cuBLAS over all the files.")
+@output_options
+def report_cmd(files, as_markdown, versus, as_json, as_csv):
+    """Show saved `--json` results again (of any command that writes them): as tables, markdown, or all
+    their rows as JSON or CSV."""
+    fmt = output_format(as_json, as_csv, as_markdown)
+    docs = [_load_results(f) for f in files]
+    if versus:
+        if fmt in ("json", "csv"):
+            raise GemmlabError(f"--versus prints a markdown table; it does not go with --{fmt}")
+        if any("shape" not in d or "rows" not in d for d in docs):
+            raise GemmlabError("--versus needs `compare --json` files")
+        if not any(r["variant"] == versus for d in docs for r in d["rows"]):
+            have = sorted({r["variant"] for d in docs for r in d["rows"]} - {"cuBLAS"})
+            raise GemmlabError(f"no file has a row of {versus}", hint="they have: " + ", ".join(have))
+        click.echo(markdown.versus_markdown(docs, versus))
+        return
+    if fmt in ("json", "csv"):
+        rows = [dict(r, file=f) for f, d in zip(files, docs)
+                for r in (d.get("rows", d.get("findings")) or ([d] if _is_device(d) else d.get("metrics", [])))]
+        _print_rows(docs[0] if len(docs) == 1 else docs, rows, fmt, None)
+        return
+    for doc in docs:
+        if _is_device(doc) or _is_profile(doc):
+            if as_markdown:
+                raise GemmlabError("--markdown is for results tables; a device or profile file has none")
+            out().print(tables.device_table(doc) if _is_device(doc) else tables.profile_table(doc))
+        elif "findings" in doc:  # a `run --sanitize --json` document
+            click.echo(markdown.findings_markdown(doc)) if as_markdown else out().print(tables.findings_table(doc))
+        elif doc.get("command") in markdown.VIEWS:  # suite, scaling, occupancy: their own columns
+            table, md = markdown.VIEWS[doc["command"]]
+            click.echo(md(doc)) if as_markdown else out().print(table(doc))
+        elif as_markdown:
+            click.echo(markdown.markdown(doc))
+        else:
+            rows = doc["rows"]
+            out().print(tables.results_table(rows, tables.title_for(doc),
+                                             speedups=bool(rows) and "speedup_prev" in rows[0]))
+
+
+@cli.command()
+@click.option("--results", type=click.Path(exists=True, dir_okay=False),
+              help="A saved `compare --json` file: show the measured speed-ups beside the predictions.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the README's markdown table instead.")
+@kernels_dir_option
+@output_options
+def explain(results, as_markdown, kernels_dirs, as_json, as_csv):
+    """Walk the ladder: each rung's idea, its prediction, and (with --results) what was measured."""
+    fmt = output_format(as_json, as_csv, as_markdown)
+    doc = _load_results(results, "a `compare --json` output") if results else None
+    rows = markdown.predictions(catalog(kernels_dirs).ladder(), doc)
+    if as_markdown:
+        click.echo(markdown.predictions_markdown(rows))
+        return
+    _print_rows({"results": results, "rows": rows}, rows, fmt, lambda: tables.explain_table(rows, results))
