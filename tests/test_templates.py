@@ -89,11 +89,11 @@ def test_launch_geometry():
 
 
 def test_user_template_shadows_builtin(user_dir):
-    shutil.copy(builtin_dir() / "tiled.cu.j2", user_dir / "tiled.cu.j2")
+    shutil.copy(builtin_dir() / "fp32/03_tiled.cu.j2", user_dir / "tiled.cu.j2")
     cat = discover((user_dir,))
     v = cat.get("tiled")
     assert not v.builtin and v.path.parent == user_dir
-    assert v.shadows == builtin_dir() / "tiled.cu.j2"
+    assert v.shadows == builtin_dir() / "fp32/03_tiled.cu.j2"
 
 
 def test_env_var_adds_directories(user_dir, monkeypatch):
@@ -142,23 +142,34 @@ def test_name_must_match_file(user_dir):
 
 
 def test_a_regular_install_ships_the_kernels(tmp_path):
-    """pip install . (not editable) maps kernels/ to gemmlab/kernels; the variants must be found there."""
+    """pip install . (not editable) maps kernels/ to gemmlab/kernels, its folders included; the variants
+    must be found there, and render with the shared pieces of kernels/lib."""
     import subprocess
     import sys
     from conftest import ROOT
     # Built without isolation (the GPU machine has no network): setuptools must build wheels itself.
     pytest.importorskip("setuptools", minversion="77")  # the license string (PEP 639); the test extra brings it
+    # From a copy of what the wheel is made of: a build/ left in the checkout keeps files since moved or
+    # deleted, and setuptools would ship those too.
+    src = tmp_path / "src"
+    src.mkdir()
+    for part in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / part, src / part)
+    for part in ("gemmlab", "kernels"):
+        shutil.copytree(ROOT / part, src / part, ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path / "site"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--target", str(target), str(ROOT)], capture_output=True, text=True)
+                          "--target", str(target), str(src)], capture_output=True, text=True)
     assert pip.returncode == 0, pip.stderr
-    probe = ("import gemmlab; print(gemmlab.__file__); "
-             "print(sorted(gemmlab.catalog().variants))")
+    probe = ("import gemmlab; from gemmlab.render import render; print(gemmlab.__file__); cat = gemmlab.catalog(); "
+             "print(sorted(cat.variants)); print(cat.broken); v = cat.get('wgmma_ws'); print(v.path); "
+             "print(len(render(v).source))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-                         check=True).stdout
-    assert str(target) in out
-    assert str(sorted(LADDER)) in out
+                         check=True).stdout.split("\n")
+    assert str(target) in out[0]
+    assert out[1:4] == [str(sorted(LADDER)), "{}", str(target / "gemmlab/kernels/tensor/20_wgmma_ws.cu.j2")]
+    assert int(out[4]) > 10000  # rendered: hopper.j2, epilogue.j2 and stream_k.j2 were found in lib/
 
 
 @pytest.mark.parametrize("name,values,reason", [
@@ -465,3 +476,43 @@ def test_the_ladder_keeps_an_orphan_and_puts_user_rungs_after_built_in_siblings(
     names = [v.name for v in discover((user_dir,)).ladder()]
     assert names.index("tiled") < names.index("blocktile1d") < names.index("aaa")  # built-in first, then by name
     assert "orphan" in names  # its parent is missing: it stands at the top level, not nowhere
+
+
+# ---------------------------------------------------------------------------- the built-in folders
+
+def test_the_kernels_folder_shows_the_ladder():
+    """`ls kernels/` shows the groups, and the numbers in the file names the ladder's order."""
+    assert sorted(p.name for p in builtin_dir().iterdir()) == ["fp32", "lib", "skinny", "tensor", "tuning.json"]
+    files = sorted(builtin_dir().rglob("*.cu.j2"), key=lambda p: p.name)
+    assert [p.name.split("_", 1)[1][: -len(".cu.j2")] for p in files] == LADDER
+    assert {p.parent.name for p in files[:11]} == {"fp32"} and {p.parent.name for p in files[11:16]} == {"skinny"}
+    assert not list((builtin_dir() / "lib").glob("*.cu.j2"))  # pieces, not variants
+
+
+def test_a_number_orders_a_template_without_naming_it(user_dir):
+    (user_dir / "sub").mkdir()
+    ordered = write_template(user_dir, "mine", GOOD_BODY).rename(user_dir / "sub" / "07_mine.cu.j2")
+    v = discover((user_dir,)).get("mine")
+    assert v.path == ordered and not v.builtin
+    ordered.rename(user_dir / "sub" / "07_yours.cu.j2")
+    with pytest.raises(GemmlabError, match=r'name = "mine" but the file is 07_yours.cu.j2; they must agree'):
+        load_variant(user_dir / "sub" / "07_yours.cu.j2")
+
+
+def test_two_templates_of_one_name_in_one_directory_are_neither(user_dir):
+    write_template(user_dir, "tiled", GOOD_BODY)
+    (user_dir / "old").mkdir()
+    write_template(user_dir / "old", "tiled", GOOD_BODY).rename(user_dir / "old" / "03_tiled.cu.j2")
+    cat = discover((user_dir,))
+    with pytest.raises(GemmlabError, match="two templates of variant 'tiled' in one directory"):
+        cat.get("tiled")
+
+
+def test_sample_is_every_valid_configuration_up_to_the_limit():
+    v = discover().get("regblock")  # 21 valid configurations
+    every = [p for p, bad in v.configs() if not bad]
+    assert len(every) == 21 and v.sample() == every and v.sample(limit=21) == every
+    assert v.sample(limit=20) == _nearest_by_brute_force(v, 20) != every
+    first = v.sample()
+    first[0]["TILE"] = 999  # a copy: the cached sample is not changed through it
+    assert v.sample() == every
