@@ -378,7 +378,7 @@ def test_build_compiles_in_parallel_and_says_so_first(tmp_path, monkeypatch):
 def test_cache_clear_and_the_size_limit(tmp_path, monkeypatch):
     import os
     import time
-    from gemmlab import compile as comp
+    from gemmlab import cache as comp
     d = tmp_path / "cache"
     d.mkdir()
     monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(d))

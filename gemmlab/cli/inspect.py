@@ -165,7 +165,7 @@ def build(names, arch, all_configs, limit, yes, jobs_, no_cache, dtype, kernels_
     """Compile variants (no GPU needed): registers, shared memory, spills, compile time. Says how many
     and how long first, compiles in parallel with a progress bar, and asks before a large build."""
     from .. import sweep as grids
-    from ..compile import prune_cache
+    from ..cache import prune_cache
     fmt = output_format(as_json, as_csv)
     cat = catalog(kernels_dirs)
     names = [n for item in names for n in names_list(item, "--variant")]
@@ -232,7 +232,7 @@ def _build_estimate(plan, jobs: int, no_cache: bool) -> tuple[str, str]:
     """About how long the plan takes: each variant's median cold compile from the cache's log of them
     (a guess of 1 s where it has none), over `jobs` processes."""
     import statistics
-    from ..compile import compile_times
+    from ..cache import compile_times
     times = compile_times()
     guess = statistics.median(times.values()) if times else 1000.0
     total_s = sum(times.get(v.name, guess) for v, _ in plan) / 1000 / max(jobs, 1)
@@ -259,7 +259,7 @@ def cache_cmd(clear, as_json, as_csv):
     Cubins are kept in $GEMMLAB_CACHE_DIR (default ~/.cache/gemmlab), keyed by the rendered source,
     the options, the architecture and the NVRTC version. When the cache grows past
     $GEMMLAB_CACHE_MAX_MB (default 2048; 0: no limit), the least recently used entries go."""
-    from ..compile import CACHE_MAX_ENV, cache_stats, clear_cache
+    from ..cache import CACHE_MAX_ENV, cache_stats, clear_cache
     fmt = output_format(as_json, as_csv)
     doc = dict(cache_stats(), command="cache")
     if clear:
