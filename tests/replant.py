@@ -58,7 +58,7 @@ BUGS = [
     ("sweep: a reversed range 8..2 is accepted", "gemmlab/sweep.py",
      "        if step < 1 or hi < lo:", "        if step < 1:",
      ["tests/test_sweep.py::test_bad_param_specs"]),
-    ("cli: sweep does not sort", "gemmlab/cli.py",
+    ("cli: sweep does not sort", "gemmlab/cli/measure.py",
      '    rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0))', "    pass",
      ["tests/test_flow.py::test_sweep_sorts_reuses_the_history_and_saves_the_best"]),
     ("tests: the user's templates are hidden only while tests run", "tests/conftest.py",
