@@ -61,7 +61,7 @@ def one_by_one(A, B, C):
 
 def truncated_blocks(A, B, C, k=16):
     """The tensor cores' order: each block of k products summed exactly, then added into the FP32
-    accumulator with truncation toward zero (gemmlab/check.py's docstring)."""
+    accumulator with truncation toward zero (gemmlab/results/check.py's docstring)."""
     acc = np.zeros(C.shape, np.float32)
     for k0 in range(0, A.shape[1], k):
         exact = acc.astype(np.float64) + A[:, k0:k0 + k].astype(np.float64) @ B[k0:k0 + k, :]

@@ -1,4 +1,4 @@
-"""The GPC order of wgmma_ws's persistent grid (gemmlab/gpc.py): joining the SMs of clusters into GPCs, the
+"""The GPC order of wgmma_ws's persistent grid (gemmlab/gpu/gpc.py): joining the SMs of clusters into GPCs, the
 table of slots, its launch argument and the template's use of it; on a GPU, the probe and the kernel with the
 table."""
 

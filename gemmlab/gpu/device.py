@@ -31,14 +31,14 @@ def tensor_rate(cc: tuple[int, int], dtype: str) -> int:
     rates = TENSOR_FLOPS_PER_SM.get(cc, {})
     if dtype not in rates:
         raise GemmlabError(f"gemmlab does not know the {dtype} tensor-core rate of compute capability "
-                           f"{cc[0]}.{cc[1]}", hint="add it to TENSOR_FLOPS_PER_SM in gemmlab/device.py")
+                           f"{cc[0]}.{cc[1]}", hint="add it to TENSOR_FLOPS_PER_SM in gemmlab/gpu/device.py")
     return rates[dtype]
 
 
 def fp32_lanes(cc: tuple[int, int]) -> int:
     if cc not in FP32_LANES_PER_SM:
         raise GemmlabError(f"gemmlab does not know how many FP32 lanes an SM of compute capability "
-                           f"{cc[0]}.{cc[1]} has", hint="add it to FP32_LANES_PER_SM in gemmlab/device.py")
+                           f"{cc[0]}.{cc[1]} has", hint="add it to FP32_LANES_PER_SM in gemmlab/gpu/device.py")
     return FP32_LANES_PER_SM[cc]
 
 

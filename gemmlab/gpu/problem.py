@@ -70,7 +70,7 @@ def c_tile(params: dict) -> tuple[int, int]:
 
 class Inputs:
     """One set of inputs on the GPU, in the kernels' type, with pristine copies to guard them, and what C
-    must be: the reference and each element's bound (gemmlab/check.py)."""
+    must be: the reference and each element's bound (gemmlab/results/check.py)."""
 
     def __init__(self, xp, shape: Shape, dtype: str, seed: int, kind: InputSet, fp64: bool):
         """`xp`: cupy, or numpy in the CPU tests."""
@@ -214,7 +214,7 @@ class Problem:
         return self._workspace
 
     def gpc_order(self, function, geo):
-        """The table of a GPC order (gemmlab/gpc.py), for a grid of one block on every SM, all running at
+        """The table of a GPC order (gemmlab/gpu/gpc.py), for a grid of one block on every SM, all running at
         once; for other grids an empty table, which the kernel takes for its natural order."""
         from ..gpu.gpc import gpc_map, order_argument, slot_table
         cluster, group = geo.gpc_order

@@ -83,7 +83,7 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
         "max_abs_err": r.check.max_abs_err if r.check else None,
         "reference": r.check.reference if r.check else None,
         "unwritten": r.check.unwritten if r.check else None,
-        # the element-wise verdict (gemmlab/check.py): how far the worst element went toward its bound,
+        # the element-wise verdict (gemmlab/results/check.py): how far the worst element went toward its bound,
         # and for a FAIL, where: how many elements, the worst and the first, the tiles, the input set
         "err_bound": r.check.ratio if r.check else None,
         "bad": r.check.bad if r.check else None,
@@ -144,7 +144,7 @@ def failure_text(r: dict) -> str:
 
 def clock_note(r: dict) -> str | None:
     """'SM clock 1410-1980 MHz (median 1755) while timed, held down by: power cap', only for a row whose
-    clock NVML saw held down (gemmlab/clocks.py)."""
+    clock NVML saw held down (gemmlab/gpu/clocks.py)."""
     c = r.get("clocks")
     if not c or not c.get("throttle"):
         return None
