@@ -2,7 +2,7 @@
 
 The map comes from a Jinja extension that tags every piece of literal template text with the line it
 starts on; after rendering, the tags are read and stripped. So a compiler error on rendered line 40
-can be shown as `kernels/tiled.cu.j2:52`, even when loops or macros moved lines around.
+can be shown as `kernels/fp32/03_tiled.cu.j2:52`, even when loops or macros moved lines around.
 """
 
 from __future__ import annotations
@@ -90,8 +90,9 @@ _envs: dict[tuple, Environment] = {}
 
 
 def environment(search: list[Path], limits: Limits) -> Environment:
-    """One Jinja environment per search path (the variant's own directory, then the built-in one), so
-    `{% import %}` of a shared macro file finds a copy beside the template before the built-in one, and
+    """One Jinja environment per search path (the variant's own directory, then the built-in pieces in
+    kernels/lib and the built-in directory), so `{% import "hopper.j2" %}` of a shared macro file finds a
+    copy beside the template before the built-in one, and
     per set of device limits, which are its globals (SMEM_OPTIN, ...: limits.py): the template and every
     file it includes or imports see them. A sandbox (templates.Sandbox): a template is data, and
     rendering one runs nothing on the host."""
@@ -121,7 +122,7 @@ def _template_error_location(err: Exception) -> str:
 def render(variant: Variant, params: Mapping[str, object] | None = None) -> Rendered:
     """Render a variant; missing parameters take their defaults, and all are validated first."""
     params = variant.resolve(params)
-    env = environment(list(dict.fromkeys([variant.path.parent, builtin_dir()])), variant.limits)
+    env = environment(list(dict.fromkeys([variant.path.parent, builtin_dir() / "lib", builtin_dir()])), variant.limits)
     names = dict(params)
     names["THREADS"] = variant.threads(params)  # from the header's launch.block: cannot drift
     try:

@@ -1,6 +1,8 @@
 """Find kernel templates and read their headers; validate parameters and launch geometry.
 
-A template is one file `NAME.cu.j2`. Its contract sits at the top in a Jinja comment holding TOML:
+A template is one file `NAME.cu.j2`, or `NN_NAME.cu.j2` where the number orders it in its folder (the
+built-in ones are kernels/fp32/03_tiled.cu.j2 and so on, in ladder order). Its contract sits at the top in
+a Jinja comment holding TOML:
 
     {#---
     name = "tiled"
@@ -203,7 +205,8 @@ def evaluate(expr: str, names: Mapping[str, object], where: str, path: Path | No
 
 def builtin_dir() -> Path:
     """The templates shipped with gemmlab: gemmlab/kernels when installed (pyproject maps kernels/
-    there), ./kernels in a checkout or an editable install."""
+    there), ./kernels in a checkout or an editable install. The rungs are in its folders (fp32/, skinny/,
+    tensor/), the pieces they share in lib/."""
     here = Path(__file__).resolve().parent
     installed = here / "kernels"
     return installed if installed.is_dir() else here.parent / "kernels"
@@ -555,10 +558,9 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
     if unknown:
         raise _fail(path, f"unknown key(s) {sorted(unknown)}; known: {sorted(_TOP_KEYS)}")
     name = need("name", str)
-    stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
-    if name != stem:
+    if name != name_of(path):
         raise _fail(path, f"name = \"{name}\" but the file is {path.name}; they must agree "
-                          f"(name it {name}{SUFFIX}, or set name = \"{stem}\")")
+                          f"(name it {name}{SUFFIX}, or set name = \"{name_of(path)}\")")
     if not NAME_RE.match(name):
         raise _fail(path, f"name '{name}' must be an identifier (letters, digits, _)")
     idea = need("idea", str)
@@ -722,23 +724,45 @@ class Catalog:
         return out
 
 
+ORDER_RE = re.compile(r"^\d+_")
+
+
+def name_of(path: Path) -> str:
+    """The variant a template file holds: NAME for NAME.cu.j2, and for NN_NAME.cu.j2, whose number only
+    orders the files of a folder (kernels/fp32/03_tiled.cu.j2 is `tiled`)."""
+    stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
+    return ORDER_RE.sub("", stem)
+
+
 def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
-    """Scan the user directories (highest priority first) and the built-in directory.
-    A template whose header is broken is kept aside with its error, so others still list."""
+    """Scan the user directories (highest priority first) and the built-in directory, each with its
+    subfolders. A template whose header is broken is kept aside with its error, so others still list;
+    so are two templates of one name in one directory, since neither is the one meant."""
     users = user_dirs(extra_dirs)
     for d in extra_dirs:
         if not Path(d).expanduser().is_dir():
             raise GemmlabError(f"--kernels-dir {d}: no such directory")
     cat = Catalog(dirs=users + [builtin_dir()])
     found: dict[str, list[tuple[Path, bool]]] = {}
+    twins: dict[Path, Path] = {}  # a template -> another of its name in the same directory
     for d in cat.dirs:
         builtin = d == cat.dirs[-1]
         if not d.is_dir():
             continue
-        for path in sorted(d.glob("*" + SUFFIX)):
-            found.setdefault(path.name[: -len(SUFFIX)], []).append((path, builtin))
+        here: dict[str, Path] = {}
+        for path in sorted(d.rglob("*" + SUFFIX)):
+            name = name_of(path)
+            if name in here:
+                twins.setdefault(here[name], path)
+                continue
+            here[name] = path
+            found.setdefault(name, []).append((path, builtin))
     for name, places in found.items():
         path, builtin = places[0]
+        if path in twins:
+            cat.broken[name] = GemmlabError(f"two templates of variant '{name}' in one directory: {path} and "
+                                            f"{twins[path]}", hint="rename or remove one of them")
+            continue
         try:
             v = load_variant(path, builtin)
         except GemmlabError as e:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from gemmlab.templates import name_of
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -28,7 +30,7 @@ class Plant:
     odd_only: bool = False  # wrong only where M or K is not a multiple of the tile (right at 4096^3)
 
     def source(self) -> str:
-        text = (ROOT / "kernels" / f"{self.base}.cu.j2").read_text()
+        text = next(p for p in (ROOT / "kernels").rglob("*.cu.j2") if name_of(p) == self.base).read_text()
         if text.count(self.anchor) != 1:
             raise AssertionError(f"plant {self.name}: its line of {self.base}.cu.j2 occurs "
                                  f"{text.count(self.anchor)} times: {self.anchor.strip()!r}")

@@ -122,7 +122,7 @@ def test_tile_copy_issues_every_load_before_its_first_store(name):
     ("lean", ["LDGSTS.E.BYPASS.128", "LDS.128", "FFMA", "!STG.E.128"]),  # C stored float by float
     ("spread", ["LDGSTS.E.BYPASS.128", "LDS.128", "FFMA", "!STG.E.128"]),
     # B into registers, 16 bytes at a time; float4 atomics that do not wait for an answer (a fence in the
-    # kernel would make them ATOMG: kernels/split.j2)
+    # kernel would make them ATOMG: kernels/lib/split.j2)
     ("skinny", ["LDG.E.128", "REDG.E.ADD.F32x4", "!ATOMG.E.ADD.F32"]),
     ("skinny_async", ["LDGSTS.E.BYPASS.128", "LDGSTS.E ", "DEPBAR", "REDG.E.ADD.F32x4", "!ATOMG.E.ADD.F32",
                       "!LDG.E.128", "!LDG.E.CONSTANT"]),  # B never in registers

@@ -55,7 +55,7 @@ PLAIN = [v.name for v in gemmlab.catalog().ladder() if plain(v)]
 
 def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
     """{shape: (relative error, elements of C not written)}; `edit` replaces text in the kernel first.
-    A kernel that counts its blocks across launches (split K, kernels/split.j2) is launched twice, C
+    A kernel that counts its blocks across launches (split K, kernels/lib/split.j2) is launched twice, C
     poisoned before each, and must be right the second time too."""
     source = emulable(render(v, params).source.replace(*edit))
     launches = 2 if "split_arrive(" in source else 1
@@ -156,7 +156,7 @@ def test_the_emulator_catches_a_wrong_kernel(tmp_path):
 
 @pytest.mark.parametrize("name", ["spread", "skinny_async"])
 def test_the_emulator_catches_split_k_not_zeroing_c(tmp_path, name):
-    """Split K adds into C, which the kernel zeroes itself (kernels/split.j2): with the zeroing taken out,
+    """Split K adds into C, which the kernel zeroes itself (kernels/lib/split.j2): with the zeroing taken out,
     C's poison must survive the additions and fail here."""
     v = gemmlab.catalog().get(name)
     params = v.resolve({"SPLIT_K": 4} if name == "spread" else {"BM": 2, "SPLIT_K": 4})

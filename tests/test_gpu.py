@@ -80,7 +80,7 @@ def test_wrong_kernels_fail_and_are_not_timed(user_dir, bug, edit, expect_unwrit
 
 
 def test_a_kernel_right_only_on_its_first_launch_fails(user_dir):
-    """Split K keeps counters in the module from one launch to the next (kernels/split.j2), so a result is
+    """Split K keeps counters in the module from one launch to the next (kernels/lib/split.j2), so a result is
     checked again after the timed launches. A kernel that goes wrong from its second launch on must FAIL
     there, untimed."""
     body = GOOD_BODY.replace("{\n", """{

@@ -134,7 +134,7 @@ def test_render_uses_the_parameters_given_and_keeps_what_it_rendered():
     r = render(v, {"TILE": 8})
     assert r.variant is v and r.params == {"TILE": 8, "PREFETCH": True} and r.name == "tiled.cu"
     assert "__shared__ float As[8][8];" in r.source
-    assert r.source.startswith("// gemmlab variant tiled (tiled.cu.j2) TILE=8 PREFETCH=true\n")
+    assert r.source.startswith("// gemmlab variant tiled (03_tiled.cu.j2) TILE=8 PREFETCH=true\n")
 
 
 def test_template_line_is_none_outside_the_source():

@@ -338,7 +338,8 @@ def test_the_python_api(user_dir, mark):
 
 def _unsandboxed(v, params) -> str:
     """What gemmlab rendered before the sandbox: Jinja's ordinary environment, its default globals."""
-    env = Environment(loader=FileSystemLoader([str(v.path.parent), str(builtin_dir())]), undefined=StrictUndefined,
+    env = Environment(loader=FileSystemLoader([str(v.path.parent), str(builtin_dir() / "lib"), str(builtin_dir())]),
+                      undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, extensions=[LineTags])
     env.globals.update(cdiv=cdiv, ctype=C_TYPES.__getitem__, GPC_SLOTS=MAX_SLOTS, **v.limits.names())
     names = dict(params, THREADS=v.threads(params))
