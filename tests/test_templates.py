@@ -516,3 +516,17 @@ def test_sample_is_every_valid_configuration_up_to_the_limit():
     first = v.sample()
     first[0]["TILE"] = 999  # a copy: the cached sample is not changed through it
     assert v.sample() == every
+
+
+def test_values_are_shown_as_a_user_types_them():
+    from gemmlab.templates import show_params, show_value
+    assert [show_value(v) for v in (True, False, 8, "relu")] == ["true", "false", "8", "relu"]
+    assert show_params({"TILE": 8, "PREFETCH": False}) == "TILE=8 PREFETCH=false"
+
+
+def test_a_value_of_the_wrong_type_is_an_error_not_a_rejected_point():
+    with pytest.raises(GemmlabError) as e:
+        Param("TILE", 8, (8, 16)).check("8")
+    assert e.value.message == "parameter TILE takes a int, not '8'"
+    assert Param("TILE", 8, (8, 16)).check(32) == "TILE=32 is not allowed; choose one of: 8, 16"
+    assert Param("TILE", 8, (8, 16)).check(16) is None and Param("X", True).check(False) is None
