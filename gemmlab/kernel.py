@@ -60,7 +60,7 @@ class Kernel:
         question): a GemmlabError if the kernel cannot take the shape."""
         params = self.compiled.rendered.params
         geometry = self.variant.geometry(params, M, N, K, sms)
-        return LaunchPlan(**vars(geometry), args=self.variant.arguments(params))
+        return LaunchPlan(**vars(geometry), args=self.variant.arguments(params, geometry))
 
 
 def configure(variant: Variant, params: Mapping[str, object] | None = None, arch: str = "sm_90",

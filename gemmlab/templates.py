@@ -332,14 +332,15 @@ class Variant:
     shadows: Path | None = None  # the template this user variant hides
     args: tuple[str, ...] | None = None  # launch.args: the kernel's arguments by name (ARGUMENTS)
 
-    def arguments(self, values: Mapping[str, object]) -> tuple[str, ...]:
+    def arguments(self, values: Mapping[str, object], geometry: "Geometry") -> tuple[str, ...]:
         """The kernel's arguments by name, in order: launch.args where the header lists them, else
-        A B C M N K followed by what its other launch keys ask for (the workspace, the TMA maps, the
-        GPC order) and, for an EPILOGUE parameter, alpha beta bias."""
+        A B C M N K followed by what this launch asks for (a workspace where it has bytes, the TMA maps,
+        the GPC order's table where launch.gpc_order.when holds) and, for an EPILOGUE parameter, alpha
+        beta bias."""
         if self.args is not None:
             return self.args
-        return (("A", "B", "C", "M", "N", "K") + (("workspace",) if self.workspace != "0" else ())
-                + tuple(f"tma.{op}" for op in self.tma) + (("gpc_order",) if self.gpc_order else ())
+        return (("A", "B", "C", "M", "N", "K") + (("workspace",) if geometry.workspace else ())
+                + tuple(f"tma.{op}" for op, _ in geometry.tma) + (("gpc_order",) if geometry.gpc_order else ())
                 + (("alpha", "beta", "bias") if "EPILOGUE" in values else ()))
 
     # -- parameters

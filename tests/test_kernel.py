@@ -23,16 +23,19 @@ def test_a_kernel_is_configured_once_and_is_immutable():
     assert plan.args == ("A", "B", "C", "M", "N", "K")
 
 
-@pytest.mark.parametrize("name,dtype,args", [
-    ("splitk", "fp32", ("A", "B", "C", "M", "N", "K", "workspace")),
-    ("mma", "bf16", ("A", "B", "C", "M", "N", "K", "alpha", "beta", "bias")),
-    ("wgmma_ws", "bf16", ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "gpc_order",
-                          "alpha", "beta", "bias")),
+@pytest.mark.parametrize("name,dtype,given,args", [
+    ("splitk", "fp32", {}, ("A", "B", "C", "M", "N", "K", "workspace")),
+    ("mma", "bf16", {}, ("A", "B", "C", "M", "N", "K", "alpha", "beta", "bias")),
+    ("wgmma_ws", "bf16", {}, ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "gpc_order",
+                              "alpha", "beta", "bias")),
+    # no stream-K: no workspace, and the kernel takes no ws pointer; no GPC order: no table
+    ("wgmma_ws", "bf16", {"STREAM_K": False, "GPC_ORDER": False},
+     ("A", "B", "C", "M", "N", "K", "tma.A", "tma.B", "alpha", "beta", "bias")),
 ])
-def test_the_arguments_follow_the_header(name, dtype, args):
+def test_the_arguments_follow_the_header(name, dtype, given, args):
     v = gemmlab.catalog().get(name)
-    params = v.resolve(v.for_dtype(dtype))
-    assert v.arguments(params) == args
+    params = v.resolve(v.for_dtype(dtype, given))
+    assert v.arguments(params, v.geometry(params, 4096, 4096, 4096, 132)) == args
 
 
 def test_a_template_lists_its_arguments(user_dir):
@@ -41,7 +44,7 @@ def test_a_template_lists_its_arguments(user_dir):
     path = user_dir / "listed.cu.j2"
     path.write_text(path.read_text().replace("[launch]\n", '[launch]\nargs = ["A", "B", "C", "M", "N", "K", "bias"]\n'))
     v = gemmlab.catalog((user_dir,)).get("listed")
-    assert v.arguments(v.defaults())[-1] == "bias"
+    assert v.arguments(v.defaults(), v.geometry(v.defaults(), 8, 8, 8))[-1] == "bias"
     assert configure(v, None, "sm_90").plan(8, 8, 8).args[-1] == "bias"
 
 
