@@ -417,6 +417,8 @@ def test_clock_note_only_where_the_clock_was_held_down():
     from gemmlab.results.records import clock_note
     assert clock_note({"clocks": None}) is None
     assert clock_note({"clocks": {"sm_mhz": [1980, 1980, 1980], "samples": 9, "throttle": []}}) is None
+    # a brief dip under the power cap, the median at the top clock: not what made the row slow
+    assert clock_note({"clocks": {"sm_mhz": [1740, 1980, 1980], "samples": 9, "throttle": ["power cap"]}}) is None
     assert clock_note({"clocks": {"sm_mhz": [1410, 1755, 1980], "samples": 9, "throttle": ["power cap"]}}) == \
         "SM clock 1410-1980 MHz (median 1755) while timed, held down by: power cap"
 

@@ -144,9 +144,12 @@ def failure_text(r: dict) -> str:
 
 def clock_note(r: dict) -> str | None:
     """'SM clock 1410-1980 MHz (median 1755) while timed, held down by: power cap', only for a row whose
-    clock NVML saw held down (gemmlab/gpu/clocks.py)."""
+    clock NVML saw held down for much of its timing (its median under the highest clock it reached):
+    a brief dip is not what made a row slow (gemmlab/gpu/clocks.py)."""
     c = r.get("clocks")
     if not c or not c.get("throttle"):
         return None
     lo, mid, hi = c["sm_mhz"]
+    if mid >= hi:
+        return None
     return f"SM clock {lo}-{hi} MHz (median {mid}) while timed, held down by: {', '.join(c['throttle'])}"
