@@ -49,3 +49,25 @@ def test_killing_or_closing_a_worker_that_is_gone_is_harmless():
     w.close()
     assert w.call(("echo", 1)) == 1  # and a new one starts
     w.close()
+
+
+class SlowStart:
+    """A handler whose set-up never ends (a GPU whose context never comes up)."""
+
+    def __init__(self, *setup, phase=None):
+        import time
+        time.sleep(3600)
+
+
+def test_progress_and_a_worker_that_never_starts(monkeypatch):
+    import gemmlab.worker
+    seen = []
+    with Isolated("handlers:Echo", ("t",), timeout=5, on_phase=seen.append) as w:
+        w.call(("ticks", 1))
+    assert seen == ["start a worker process", "tick"]
+    monkeypatch.setattr(gemmlab.worker, "SETUP_TIMEOUT_S", 1.0)  # the least limit for a start: 120 s
+    with Isolated("test_isolated:SlowStart", (), timeout=0.5) as w:
+        with pytest.raises(Fault) as e:
+            w.start()
+    assert (e.value.kind, e.value.message) == (
+        "TIMEOUT", "starting the worker made no progress for 1 s; the worker was killed (raise the limit with --timeout)")
