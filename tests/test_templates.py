@@ -530,3 +530,17 @@ def test_a_value_of_the_wrong_type_is_an_error_not_a_rejected_point():
     assert e.value.message == "parameter TILE takes a int, not '8'"
     assert Param("TILE", 8, (8, 16)).check(32) == "TILE=32 is not allowed; choose one of: 8, 16"
     assert Param("TILE", 8, (8, 16)).check(16) is None and Param("X", True).check(False) is None
+
+
+def test_an_unknown_parameter_lists_the_known_ones(user_dir):
+    with pytest.raises(GemmlabError) as e:
+        discover().get("tiled").resolve({"ZZZ": 1})
+    assert e.value.message == "variant 'tiled' has no parameter ZZZ; its parameters: TILE, PREFETCH"
+    with pytest.raises(GemmlabError) as e:
+        discover().get("tiled").resolve({"TILES": 1})
+    assert e.value.message == "variant 'tiled' has no parameter TILES (did you mean TILE?); its parameters: TILE, PREFETCH"
+    path = write_template(user_dir, "bare", GOOD_BODY.replace("{{ TILE }}", "16"))
+    path.write_text(path.read_text().replace(PARAM, "").replace('["TILE", "TILE"]', '["16", "16"]').replace("TILE)", "16)"))
+    with pytest.raises(GemmlabError) as e:
+        load_variant(path, builtin=False).resolve({"TILE": 8})
+    assert e.value.message == "variant 'bare' has no parameter TILE; its parameters: none"
