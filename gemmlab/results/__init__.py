@@ -1,2 +1,3 @@
-"""What a run comes to: the row model (model), the element-wise verdict (check), rows and their derived
-metrics (rows, metrics), the run history (history) and the tuning cache (tuning). No GPU needed."""
+"""What a run comes to: the row model (model), the element-wise verdict (check), rows (records) and
+their derived metrics (metrics). No GPU needed. (The run history and the tuning cache are still
+gemmlab/history.py and gemmlab/tuning.py.)"""
