@@ -433,3 +433,14 @@ def test_rounds_keep_every_sample_and_clock():
     t = merge_rounds(rs).timing
     assert t.median_ms == 2.0 and t.samples == [1.0] * 3 + [2.0] * 3 + [3.0] * 3
     assert t.clocks == {"sm_mhz": [1400, 1700, 1900], "samples": 12, "throttle": ["power cap", "thermal (software)"]}
+
+
+def test_run_checks_its_plot_file_before_anything_runs(tmp_path):
+    from test_cli import invoke
+    taken = tmp_path / "taken.png"
+    taken.write_bytes(b"mine")
+    r = invoke("run", "--variant", "tiled", "--plot", taken)
+    assert r.exit_code == 1 and "already exists; gemmlab does not overwrite it" in r.output
+    assert taken.read_bytes() == b"mine"
+    r = invoke("run", "--variant", "tiled", "--plot", tmp_path / "nosuch" / "map.png")
+    assert r.exit_code == 1 and "--plot" in r.output and "no such directory" in r.output

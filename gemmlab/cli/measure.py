@@ -150,6 +150,7 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
         **common):
     """Check one variant against cupy.matmul, then time it (with cuBLAS beside it)."""
     shape, opts, fmt, out_path = _common(ctx, common, sanitizing=bool(sanitize))
+    plot_path = _new_file(plot_path, "--plot")  # checked now, not after the run
     if sanitize and watch:
         raise GemmlabError("--sanitize and --watch do not go together")
     given = overrides(tile, reg, raw_params)
