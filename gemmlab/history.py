@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import os
 import sqlite3
+import statistics
 from contextlib import closing
 from pathlib import Path
 
@@ -102,10 +103,8 @@ def noise(samples: list[float] | None) -> float | None:
     as noise. None without at least 3 samples."""
     if not samples or len(samples) < 3:
         return None
-    s = sorted(samples)
-    med = s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
-    dev = sorted(abs(x - med) for x in s)
-    mad = dev[len(dev) // 2] if len(dev) % 2 else (dev[len(dev) // 2 - 1] + dev[len(dev) // 2]) / 2
+    med = statistics.median(samples)
+    mad = statistics.median(abs(x - med) for x in samples)
     return 1.4826 * mad / med if med > 0 else None
 
 
