@@ -47,7 +47,7 @@ def choose(M: int, N: int, K: int, device: str | None = None, sms: int | None = 
     """`--variant auto` for the API: (variant, params, why) for this shape on `device` (a GPU name as
     `gemmlab device` shows it; default: this machine's GPU), from the tuning cache or the rule."""
     from .results.model import Shape
-    from .tuning import choose as pick
+    from .results.tuning import choose as pick
     if device is None or sms is None:
         from .gpu.device import get_device
         dev = get_device()

@@ -4,10 +4,11 @@ go first), and the compile times `build` estimates from. compile.py writes and r
 from __future__ import annotations
 
 import os
-import tempfile
+
 from pathlib import Path
 
 from .errors import GemmlabError
+from .files import write_atomic
 
 
 def cache_dir() -> Path:
@@ -16,12 +17,6 @@ def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "gemmlab"
 
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 CACHE_MAX_ENV = "GEMMLAB_CACHE_MAX_MB"
@@ -123,7 +118,7 @@ def _trim_times(directory: Path, keep: int = 20000) -> None:
     try:
         if path.stat().st_size > 2**20:
             lines = path.read_text().splitlines()[-keep:]
-            _write_atomic(path, ("\n".join(lines) + "\n").encode())
+            write_atomic(path, ("\n".join(lines) + "\n").encode())
     except OSError:
         pass
 

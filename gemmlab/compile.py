@@ -22,7 +22,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .cache import _note_compile, _touch, _write_atomic, cache_dir
+from .cache import _note_compile, _touch, cache_dir
+from .files import write_atomic
 from .errors import GemmlabError
 from .render import Rendered
 
@@ -252,8 +253,8 @@ def compile_rendered(rendered: Rendered, arch: str, extra_options: tuple[str, ..
             "arch": arch, "options": options, "nvrtc": version, "variant": rendered.variant.name}
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _write_atomic(cubin_path, cubin)
-        _write_atomic(meta_path, json.dumps(meta).encode())  # written last: it marks the entry complete
+        write_atomic(cubin_path, cubin)
+        write_atomic(meta_path, json.dumps(meta).encode())  # written last: it marks the entry complete
         _note_compile(directory, rendered.variant.name, arch, compile_ms)
     except OSError:
         # No writable cache: keep the cubin in a private temporary directory for this process.

@@ -101,7 +101,7 @@ def test_sweep_sorts_reuses_the_history_and_saves_the_best(fake_gpu, user_dir, l
         {"params": {"TILE": "64"}, "why": "TILE=64 is not allowed; choose one of: 8, 16, 32"}]
     assert "skipped 1: TILE=64 is not allowed; choose one of: 8, 16, 32" in err
     assert "best swept TILE=32 saved for 64x64x64" in err
-    from gemmlab import tuning
+    from gemmlab.results import tuning
     saved = tuning.load()["Fake H100"]["64x64x64"]
     assert (saved["variant"], saved["params"], saved["ms"]) == ("swept", {"TILE": 32}, 2.0)
     assert requests(log) == ["cuBLAS", "swept", "swept", "swept"]

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from gemmlab import history
+from gemmlab.results import history
 
 from gemmlab.present import export
+from gemmlab.files import write_atomic
 from gemmlab.cli.measure import _watch
 from gemmlab.watch import wait_for_change
 from test_cli import invoke
@@ -112,8 +113,8 @@ def test_csv_flattens_rows():
 
 def test_results_file_is_replaced_whole(tmp_path):
     p = tmp_path / "r.json"
-    export.write_atomic(p, "one")
-    export.write_atomic(p, "two")
+    write_atomic(p, "one")
+    write_atomic(p, "two")
     assert p.read_text() == "two" and [f.name for f in tmp_path.iterdir()] == ["r.json"]
 
 

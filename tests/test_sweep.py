@@ -5,7 +5,8 @@ import json
 import pytest
 
 import gemmlab
-from gemmlab import sweep, tuning
+from gemmlab import sweep
+from gemmlab.results import tuning
 from gemmlab.errors import GemmlabError
 from gemmlab.jobs import Options, run_jobs
 from gemmlab.present.plots import sweep_plot

@@ -15,7 +15,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TimeRemainingColumn)
 from rich.syntax import Syntax
 
-from .. import history
+from ..results import history
 
 from ..present import export, fit, tables
 

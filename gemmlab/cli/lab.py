@@ -10,6 +10,7 @@ from ..present import export, tables
 from ..results import records
 from ..api import catalog
 from ..errors import GemmlabError
+from ..files import write_atomic
 from ..jobs import DEFAULT_TIMEOUT_S
 from ..templates import show_value
 from .common import (SECONDS, _new_file, _on_gpu, _plot, _print_rows, _spinner, _variants, cli, dtype_option,
@@ -33,7 +34,7 @@ def _over_shapes(command, shapes, auto, named, kernels_dirs, opts, add, out_path
             doc["interrupted"] = True
             break
         if out_path:
-            export.write_atomic(out_path, export.dump(dict(doc, rows=rows)))
+            write_atomic(out_path, export.dump(dict(doc, rows=rows)))
     doc.pop("shape", None)
     doc.update(command=command, rows=rows)
     return doc
@@ -81,7 +82,7 @@ def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path,
     rows = doc["rows"]
     doc["bandwidth_tbs"] = bandwidth / 1e12
     if out_path:
-        export.write_atomic(out_path, export.dump(doc))
+        write_atomic(out_path, export.dump(doc))
     _print_rows(doc, rows, fmt, lambda: tables.suite_table(doc))
     _plot("roofline_plot", doc, plot_path)
     bad = records.failures(rows)

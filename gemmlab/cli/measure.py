@@ -8,13 +8,14 @@ import click
 from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn)
 
-from .. import history
+from ..results import history
 
 from ..present import export, tables
 
 from ..results import metrics, records
 from ..api import catalog
 from ..errors import GemmlabError
+from ..files import write_atomic
 from ..render import render
 from ..sanitize import TOOLS as SANITIZERS
 from .common import (_common, _new_file, _note, _plot, _print_rows, _spinner, cli, err, kernels_dir_option,
@@ -45,7 +46,7 @@ class _Recorder:
 
     def save(self, doc: dict, rows: list[dict] | None = None) -> None:
         if self.out_path:
-            export.write_atomic(self.out_path, export.dump(dict(doc, rows=rows or self.rows)))
+            write_atomic(self.out_path, export.dump(dict(doc, rows=rows or self.rows)))
 
 
 def _run_rows(command, jobs, shape, opts, out_path=None, with_cublas=True, keep_going=False, total=None):
@@ -201,7 +202,7 @@ def _gpu_or_fail() -> None:
 def _auto_jobs(kernels_dirs, shape):
     """`--variant auto`: the choice needs the GPU (its name for the tuning cache, its SM count), so it
     is made once the worker has said which GPU it has."""
-    from ..tuning import choose
+    from ..results.tuning import choose
 
     def jobs(dev):
         v, params, how = choose(catalog(kernels_dirs), dev.name, shape, dev.sms)
@@ -262,7 +263,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
     status = _emit(doc, rows, fmt, speedups=False, planned=len(valid))
     best = next((r for r in rows if r["variant"] != "cuBLAS" and r["status"] == "PASS"), None)
     if save_best and best:
-        from ..tuning import path as cache_path, save_best as save
+        from ..results.tuning import path as cache_path, save_best as save
         kept = save(doc["device"]["name"], shape, best)
         if kept is None:
             _note(f"best {best['variant']} {records.params_text(best['params'])} saved for {shape} in {cache_path()}")

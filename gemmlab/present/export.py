@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-from pathlib import Path
 
 from ..templates import show_params, show_value
 
@@ -37,8 +35,3 @@ def csv_text(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` whole or not at all: a crash mid-write leaves the previous version."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

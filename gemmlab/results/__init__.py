@@ -1,3 +1,3 @@
-"""What a run comes to: the row model (model), the element-wise verdict (check), rows (records) and
-their derived metrics (metrics). No GPU needed. (The run history and the tuning cache are still
-gemmlab/history.py and gemmlab/tuning.py.)"""
+"""What a run comes to: the row model (model), the element-wise verdict (check), rows (records),
+their derived metrics (metrics), the run history (history) and the tuning cache `auto` reads (tuning).
+No GPU needed."""

@@ -18,8 +18,8 @@ import statistics
 from contextlib import closing
 from pathlib import Path
 
-from .errors import GemmlabError
-from .templates import data_dir
+from ..errors import GemmlabError
+from ..templates import data_dir
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

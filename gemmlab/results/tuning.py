@@ -15,9 +15,9 @@ import math
 import os
 from pathlib import Path
 
-from .errors import GemmlabError
-from .present.export import write_atomic
-from .templates import builtin_dir, data_dir
+from ..errors import GemmlabError
+from ..files import write_atomic
+from ..templates import builtin_dir, data_dir
 
 # A cached shape within a factor of 1.41 in each of M, N and K counts as near. A factor of 2 let 512^3
 # take 256x256x1024's splitk winner: 7.8 TFLOP/s where the rule's choice gives 12.7
