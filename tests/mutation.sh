@@ -5,7 +5,7 @@
 #
 #   python3 -m pip install -e ".[test,mutation]"
 #   tests/mutation.sh                      # every module below
-#   tests/mutation.sh sweep results/metrics  # some of them (a module's path under gemmlab/, no .py)
+#   tests/mutation.sh grid results/metrics  # some of them (a module's path under gemmlab/, no .py)
 #   JOBS=4 MUTATION_DIR=/tmp/m tests/mutation.sh templates
 #   MUTATION_REF=HEAD tests/mutation.sh    # a commit instead of the working tree
 #
@@ -23,7 +23,7 @@ JOBS=${JOBS:-2}
 # The tests that cover each module, and which of their tests to leave out (those that only repeat
 # minutes of work: enumerating every configuration, installing the package).
 declare -A TESTS=(
-  [sweep]="tests/test_sweep.py tests/test_flow.py"
+  [grid]="tests/test_sweep.py tests/test_flow.py"
   [worker]="tests/test_worker.py tests/test_isolated.py tests/test_gpu_jobs.py tests/test_jobs.py"
   [results/metrics]="tests/test_report.py tests/test_device_math.py"
   [results/records]="tests/test_records.py tests/test_report.py tests/test_device_math.py"
@@ -32,7 +32,7 @@ declare -A TESTS=(
 )
 declare -A KEEP=(
   [templates]="not regular_install and not shipped_winners and not plots_from_recorded"
-  [sweep]="not plots_from_recorded and not shipped_winners"
+  [grid]="not plots_from_recorded and not shipped_winners"
   [render]="not every_config_renders_clean"
 )
 # Of results/records.py only the functions that derive a row's numbers and verdict are scored.
@@ -42,7 +42,7 @@ declare -A FUNCTIONS=(
 
 command -v mutmut >/dev/null || { echo "mutmut is not installed: python3 -m pip install -e \".[mutation]\"" >&2; exit 2; }
 modules=("$@")
-[ ${#modules[@]} -gt 0 ] || modules=(sweep worker results/metrics results/records templates render)
+[ ${#modules[@]} -gt 0 ] || modules=(grid worker results/metrics results/records templates render)
 mkdir -p "$WORK"
 
 for m in "${modules[@]}"; do

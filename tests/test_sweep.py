@@ -5,7 +5,7 @@ import json
 import pytest
 
 import gemmlab
-from gemmlab import sweep
+from gemmlab import grid as sweep
 from gemmlab.results import tuning
 from gemmlab.errors import GemmlabError
 from gemmlab.jobs import Options, run_jobs
@@ -104,7 +104,7 @@ def test_tuning_cache_keeps_the_best_and_finds_near_shapes():
 
 
 def test_shipped_winners_cover_the_suite_on_the_h100():
-    from gemmlab.suite import SHAPES
+    from gemmlab.suites import SHAPES
     h100 = tuning.shipped()["NVIDIA H100 80GB HBM3"]
     cat = gemmlab.catalog()
     for (m, n, k), _ in SHAPES[1:]:
@@ -206,7 +206,7 @@ def test_sweep_cli_errors(tmp_path):
 
 
 def test_roofline_sides():
-    from gemmlab.suite import roofline
+    from gemmlab.suites import roofline
     peak, bw = 66.9e12, 2.93e12  # ridge at 22.8 FLOP/B
     big = roofline(Shape(3072, 3072, 3072), peak, bw)
     assert big["bound"] == "compute" and big["bound_flops"] == peak and big["ai"] == pytest.approx(512)
@@ -216,14 +216,14 @@ def test_roofline_sides():
 
 
 def test_suite_has_the_labs_twelve_shapes_and_targets():
-    from gemmlab.suite import SHAPES
+    from gemmlab.suites import SHAPES
     assert len(SHAPES) == 12 and SHAPES[0] == ((3072, 3072, 3072), 40) and SHAPES[-1] == ((128, 128, 32768), 40)
     assert [t for s, t in SHAPES[1:8]] == [40, 35, 35, 40, 40, 40, 40]
     assert dict(SHAPES)[(256, 256, 256)] is None and dict(SHAPES)[(256, 256, 8192)] == 25
 
 
 def _suite_doc():
-    from gemmlab.suite import annotate
+    from gemmlab.suites import annotate
     rows = []
     for (m, n, k), target, tf, ctf in (((3072, 3072, 3072), 40, 38.0, 45.0), ((1, 3072, 3072), 40, 0.5, 0.66)):
         s = Shape(m, n, k)

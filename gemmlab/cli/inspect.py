@@ -164,7 +164,7 @@ BUILD_ERRORS_SHOWN = 20
 def build(names, arch, all_configs, limit, yes, jobs_, no_cache, dtype, kernels_dirs, as_json, as_csv):
     """Compile variants (no GPU needed): registers, shared memory, spills, compile time. Says how many
     and how long first, compiles in parallel with a progress bar, and asks before a large build."""
-    from .. import sweep as grids
+    from .. import grid as grids
     from ..cache import prune_cache
     fmt = output_format(as_json, as_csv)
     cat = catalog(kernels_dirs)

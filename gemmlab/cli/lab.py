@@ -56,7 +56,7 @@ def _over_shapes(command, shapes, auto, named, kernels_dirs, opts, add, out_path
 @click.pass_context
 def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
     """The 12 shapes of the MIT 6.S894 lab against cuBLAS: roofline bound, % of it, the course's targets."""
-    from .. import suite as lab
+    from .. import suites as lab
     from ..jobs import Options
     from ..results.model import Shape
     fmt = output_format(as_json, as_csv)

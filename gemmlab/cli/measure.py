@@ -224,7 +224,7 @@ def _auto_jobs(kernels_dirs, shape):
 @click.pass_context
 def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **common):
     """Time a variant over a grid of parameters, fastest first; skip what its constraints forbid."""
-    from .. import sweep as grids
+    from .. import grid as grids
     from ..jobs import source_hash
     shape, opts, fmt, out_path = _common(ctx, common)
     v = catalog(kernels_dirs).get(name)
