@@ -1,5 +1,8 @@
 """gemmlab: a runtime-compiled GEMM kernel playground.
 
+The commands as functions (the CLI calls the same ones; each returns a ResultSet): run, compare,
+sweep, suite, scaling; and show, history. See docs/api.md.
+
 The pipeline, one module per stage: templates (find, validate) -> render (Jinja) -> compile (NVRTC,
 cached) -> kernel (the configured kernel and its launch plan) -> gpu/ (inputs, the checked launch,
 timing) -> results/ (the row model, the check, history) -> report (tables, JSON). Only gpu/ needs a GPU.
@@ -9,14 +12,15 @@ __version__ = "0.1.0"
 
 __all__ = ["GemmlabError", "Catalog", "Variant", "discover", "Rendered", "render", "Compiled",
            "compile_rendered", "Kernel", "LaunchPlan", "configure", "build", "catalog", "choose", "Problem", "Shape",
-           "Result", "bench", "get_device", "DeviceInfo"]
+           "Result", "bench", "get_device", "DeviceInfo", "run", "compare", "sweep", "suite", "scaling", "show",
+           "history", "ResultSet"]
 
 from .errors import GemmlabError  # noqa: E402
 from .templates import Catalog, Variant, discover  # noqa: E402
 from .render import Rendered, render  # noqa: E402
 from .compile import Compiled, compile_rendered  # noqa: E402
 from .kernel import Kernel, LaunchPlan, configure  # noqa: E402
-from .api import build, catalog, choose  # noqa: E402
+from .api import build, catalog, choose, compare, history, run, scaling, show, suite, sweep  # noqa: E402
 
 
 def __getattr__(name):  # the GPU side is imported on first use: `import gemmlab` stays fast and GPU-free
@@ -26,6 +30,9 @@ def __getattr__(name):  # the GPU side is imported on first use: `import gemmlab
     if name == "Problem":
         from .gpu.problem import Problem
         return Problem
+    if name == "ResultSet":
+        from .present.resultset import ResultSet
+        return ResultSet
     if name == "bench":
         from .gpu.bench import bench
         return bench

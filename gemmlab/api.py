@@ -1,4 +1,16 @@
-"""The Python API: the pipeline's stages in the order a run goes through them.
+"""The Python API: the functions the CLI calls, and the pipeline's stages one by one.
+
+The commands, each returning a ResultSet (rows, device, the command that measures it again; a table in
+a terminal or a notebook; .to_dicts(), .to_pandas()). Errors raise GemmlabError with the CLI's message.
+
+    rs = gemmlab.run("tiled", {"TILE": 32}, shape=2048)    # check, then time, with cuBLAS beside it
+    rs = gemmlab.compare(["naive", "tiled"], shape=(1000, 300, 2000))
+    rs = gemmlab.sweep("tiled", {"TILE": [8, 16, 32]}, shape=1024)
+    rs = gemmlab.suite(); rs = gemmlab.scaling(sizes=[512, 1024])
+    text = gemmlab.show("tiled", {"TILE": 32}, what="sass")
+    rows = gemmlab.history("tiled")
+
+The stages (no GPU needed until a Problem runs):
 
     cat = gemmlab.catalog()                                # find templates
     v = cat.get("tiled"); params = v.resolve({"TILE": 16})  # validate parameters
@@ -16,7 +28,7 @@ from pathlib import Path
 
 from .errors import GemmlabError
 from .kernel import Kernel, configure
-from .templates import Catalog, Variant, discover
+from .templates import Catalog, Variant, discover, show_value
 
 
 def catalog(kernels_dirs: tuple[str | Path, ...] = ()) -> Catalog:
@@ -53,3 +65,247 @@ def choose(M: int, N: int, K: int, device: str | None = None, sms: int | None = 
         dev = get_device()
         device, sms = device or dev.name, sms or dev.sms
     return pick(catalog(kernels_dirs), device, Shape(M, N, K), sms)
+
+
+# ---- the commands -------------------------------------------------------------------------------------
+
+def _shape(shape):
+    """A Shape from n (n x n x n), (M, N, K) or a Shape."""
+    from .results.model import Shape
+    if isinstance(shape, Shape):
+        return shape
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        return Shape(shape, shape, shape)
+    if isinstance(shape, (tuple, list)) and len(shape) == 3:
+        return Shape(*shape)
+    raise GemmlabError(f"a shape is n, (M, N, K) or a gemmlab.Shape, not {shape!r}")
+
+
+def _options(dtype, reps, rounds, seed, check, timeout):
+    from .jobs import Options
+    if check not in ("cupy", "fp64"):
+        raise GemmlabError(f"check is 'cupy' or 'fp64', not {check!r}")
+    for name, value in (("reps", reps), ("rounds", rounds)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise GemmlabError(f"{name} must be a positive integer, not {value!r}")
+    if not timeout > 0 or timeout == float("inf"):
+        raise GemmlabError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
+    return Options(reps=reps, seed=seed, fp64_check=check == "fp64", dtype=dtype or "fp32", timeout=timeout,
+                   rounds=rounds)
+
+
+def _variant(cat: Catalog, v) -> Variant:
+    return v if isinstance(v, Variant) else cat.get(v)
+
+
+def _argv(command: str, shape, opts, doc: dict, kernels_dirs, extra: list[str]) -> list[str]:
+    """The gemmlab command line that measures the same again, with the seed the run used."""
+    argv = [command] + extra + ["-M", str(shape.M), "-N", str(shape.N), "-K", str(shape.K)]
+    argv += ["--dtype", opts.dtype, "--reps", str(opts.reps)]
+    argv += ["--rounds", str(opts.rounds)] if opts.rounds != 1 else []
+    argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
+    argv += ["--check", "fp64"] if opts.fp64_check else []
+    return argv + [a for d in kernels_dirs for a in ("--kernels-dir", str(d))]
+
+
+def _params_argv(params: dict) -> list[str]:
+    return [a for k, v in params.items() for a in ("-p", f"{k}={show_value(v)}")]
+
+
+class _Progress:
+    """`progress`: True draws a bar on stderr (in a notebook, in the cell), False says nothing, or a
+    measure.Reporter of the caller's (the CLI passes its own)."""
+
+    def __init__(self, progress):
+        self.progress, self.cm = progress, None
+
+    def __enter__(self):
+        from .present.progress import Reporter
+        if isinstance(self.progress, Reporter):
+            return self.progress
+        if not self.progress:
+            return Reporter()
+        from .present.progress import bar
+        self.cm = bar()
+        return self.cm.__enter__()
+
+    def __exit__(self, *exc):
+        return self.cm.__exit__(*exc) if self.cm else False
+
+
+def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096, *, dtype: str | None = None,
+        reps: int = 10, rounds: int = 1, seed: int | None = None, check: str = "cupy", timeout: float = 60.0,
+        cublas: bool = True, out: str | Path | None = None, kernels_dirs=(), record: bool = True, progress=True):
+    """Check one variant at `params` against cupy.matmul element by element, then time it, with cuBLAS
+    beside it (`gemmlab run`). variant "auto" chooses the FP32 kernel and its parameters for the shape.
+    A ResultSet: the kernel's row, then cuBLAS's."""
+    from . import measure
+    from .present.resultset import ResultSet
+    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout)
+    out = new_file_or_none(out)
+    given = dict(params or {})
+    if not isinstance(variant, Variant) and variant == "auto":
+        if opts.dtype != "fp32":
+            raise GemmlabError("--variant auto chooses among the FP32 kernels", hint="name a tensor-core variant for --dtype")
+        if given:
+            raise GemmlabError("--variant auto chooses the parameters itself",
+                               hint="name a variant to set parameters; `gemmlab run --variant auto` shows its choice")
+        v, resolved, extra = None, {}, ["--variant", "auto"]
+    else:
+        v = _variant(cat, variant)
+        resolved = v.resolve(v.for_dtype(dtype, given))
+        opts.dtype = v.dtype(resolved)
+        extra = ["--variant", v.name] + _params_argv(resolved)
+    with _Progress(progress) as reporter:
+        doc, rows = measure.run(v, resolved, shape, opts, reporter, cat, out, with_cublas=cublas, record=record)
+    extra += [] if cublas else ["--no-cublas"]
+    return ResultSet.of(dict(doc, rows=rows), _argv("run", shape, opts, doc, kernels_dirs, extra))
+
+
+def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
+            seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
+            kernels_dirs=(), record: bool = True, progress=True):
+    """The variants (names or Variants; default: the ladder of the input type) at their defaults, with
+    cuBLAS, and speed-ups rung over rung (`gemmlab compare`). dtype defaults to the first variant's first
+    input type, else fp32."""
+    from . import measure
+    from .present.resultset import ResultSet
+    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout)
+    out = new_file_or_none(out)
+    if isinstance(variants, (str, Variant)):
+        variants = [variants]
+    if variants is not None:
+        chosen = [_variant(cat, x) for x in variants]
+        opts.dtype = dtype or (chosen[0].dtypes[0] if chosen else "fp32")  # wgmma,wgmma_ws: bf16
+    else:  # the ladder of this input type
+        chosen = [v for v in cat.ladder() if opts.dtype in v.dtypes]
+    if not chosen:
+        raise GemmlabError("no variants to compare")
+    with _Progress(progress) as reporter:
+        doc, rows = measure.compare(chosen, shape, opts, reporter, out, record=record)
+    extra = ["--variants", ",".join(v.name for v in chosen)] if variants is not None else []
+    return ResultSet.of(dict(doc, rows=rows), _argv("compare", shape, opts, doc, kernels_dirs, extra))
+
+
+def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
+          seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
+          fresh: bool = False, save_best: bool = False, jobs: int | None = None, kernels_dirs=(),
+          record: bool = True, progress=True):
+    """Time a variant over a grid of parameters, fastest first, cuBLAS last (`gemmlab sweep`). grid is
+    {name: [values]} or {name: "2..8"}, or a list of `NAME=V1,V2|A..B[:STEP]` texts; configurations its
+    constraints forbid are skipped (the document's "skipped" says why). What the history has for this
+    GPU and shape is reused unless fresh; save_best writes the fastest into the tuning cache auto reads."""
+    from . import grid as grids, measure
+    from .present.resultset import ResultSet
+    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout)
+    v = _variant(cat, variant)
+    opts.dtype = v.dtype(v.resolve(v.for_dtype(dtype)))
+    specs = grids.specs(grid)
+    if any(sp.split("=", 1)[0].strip() == "DTYPE" for sp in specs):
+        raise GemmlabError("a sweep runs one input type; choose it with --dtype")
+    valid, skipped = grids.grid(v, specs, fixed=v.for_dtype(opts.dtype))
+    out = new_file_or_none(out)
+    with _Progress(progress) as reporter:
+        for n, why, example in grids.skip_summary(skipped):
+            reporter.note(f"skipped {n}: {why}  (e.g. {example})")
+        if not valid:
+            raise GemmlabError(f"no point of the grid satisfies {v.name}'s constraints ({len(skipped)} skipped)")
+        doc, rows = measure.sweep(v, valid, shape, opts, reporter, out, fresh=fresh, compile_jobs=jobs, record=record)
+        doc["skipped"] = [{"params": typed, "why": why} for typed, why in skipped]
+        doc["swept"] = [grids.parse_spec(sp)[0] for sp in specs]
+        if out:
+            from .files import write_atomic
+            from .present.export import dump
+            write_atomic(out, dump(dict(doc, rows=rows)))
+        if save_best and not doc.get("interrupted"):
+            measure.save_best(doc, rows, shape, reporter)
+    extra = ["--variant", v.name] + [a for sp in specs for a in ("--param", sp)]
+    extra += (["--fresh"] if fresh else []) + (["--save-best"] if save_best else [])
+    return ResultSet.of(dict(doc, rows=rows), _argv("sweep", shape, opts, doc, kernels_dirs, extra))
+
+
+def _shapes_variants(cat: Catalog, variants) -> tuple[bool, list[Variant]]:
+    names = [variants] if isinstance(variants, (str, Variant)) else list(variants)
+    if not names:
+        raise GemmlabError("no variants given")
+    return "auto" in names, [_variant(cat, n) for n in names if n != "auto"]
+
+
+def suite(variants=("auto",), only=None, *, reps: int = 10, rounds: int = 1, seed: int | None = None,
+          timeout: float = 60.0, out: str | Path | None = None, kernels_dirs=(), record: bool = True, progress=True):
+    """The 12 shapes of the MIT 6.S894 lab (or `only` those, as "MxNxK" texts) with auto and/or the named
+    variants and cuBLAS, in FP32: roofline bound, % of it, the course's targets (`gemmlab suite`)."""
+    from . import measure, suites
+    from .present.resultset import ResultSet
+    from .results.model import Shape
+    cat, opts = catalog(kernels_dirs), _options("fp32", reps, rounds, seed, "cupy", timeout)
+    shapes = [(Shape(*s), t) for s, t in suites.SHAPES]
+    if only is not None:
+        wanted = {only} if isinstance(only, str) else set(only)
+        shapes = [(s, t) for s, t in shapes if str(s) in wanted]
+        if len(shapes) != len(wanted):
+            raise GemmlabError("--only names shapes that are not in the suite; it has: "
+                               + ", ".join(str(Shape(*s)) for s, _ in suites.SHAPES))
+    auto, named = _shapes_variants(cat, variants)
+    out = new_file_or_none(out)
+    with _Progress(progress) as reporter:
+        doc = measure.suite(shapes, auto, named, cat, opts, reporter, out, record=record)
+    argv = ["suite", "--variants", ",".join((["auto"] if auto else []) + [v.name for v in named])]
+    argv += ["--only", ",".join(str(s) for s, _ in shapes)] if only is not None else []
+    argv += ["--reps", str(reps)] + (["--rounds", str(rounds)] if rounds != 1 else [])
+    argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
+    return ResultSet.of(doc, argv + [a for d in kernels_dirs for a in ("--kernels-dir", str(d))])
+
+
+def scaling(variants=("auto",), sizes=(256, 512, 1024, 2048, 4096), *, numpy: bool = False, reps: int = 10,
+            timeout: float = 60.0, kernels_dirs=(), record: bool = True, progress=True):
+    """GFLOP/s against the size of squares for the variants and cuBLAS (and numpy.matmul on the CPU)."""
+    from . import measure
+    from .present.resultset import ResultSet
+    cat, opts = catalog(kernels_dirs), _options("fp32", reps, 1, None, "cupy", timeout)
+    ns = sorted(set(sizes))
+    if not ns or not all(isinstance(n, int) and n >= 1 for n in ns):
+        raise GemmlabError(f"sizes must be positive integers, not {list(sizes)!r}")
+    auto, named = _shapes_variants(cat, variants)
+    with _Progress(progress) as reporter:
+        doc = measure.scaling(ns, auto, named, cat, opts, reporter, numpy=numpy, record=record)
+    argv = ["scaling", "--variants", ",".join((["auto"] if auto else []) + [v.name for v in named]),
+            "--sizes", ",".join(map(str, ns)), "--reps", str(reps)] + (["--backend", "numpy"] if numpy else [])
+    return ResultSet.of(doc, argv + [a for d in kernels_dirs for a in ("--kernels-dir", str(d))])
+
+
+def show(variant: str | Variant, params: dict | None = None, what: str = "source", *, dtype: str | None = None,
+         arch: str | None = None, kernels_dirs=()):
+    """The rendered CUDA source, its PTX or its SASS (text), or its resources (a dict), as `gemmlab show`.
+    No GPU needed (arch defaults to the GPU's, else sm_90)."""
+    from dataclasses import asdict
+    from .compile import compile_rendered, sass
+    from .render import render
+    if what not in ("source", "ptx", "sass", "resources"):
+        raise GemmlabError(f"what is source, ptx, sass or resources, not {what!r}")
+    v = _variant(catalog(kernels_dirs), variant)
+    resolved = v.resolve(v.for_dtype(dtype, dict(params or {})))
+    rendered = render(v, resolved)
+    if what == "source":
+        return rendered.source
+    compiled = compile_rendered(rendered, default_arch(arch)[0])
+    if what == "ptx":
+        return compiled.ptx
+    if what == "sass":
+        return sass(compiled)
+    # compiled.arch: the target it was built for (wgmma's sm_90a where sm_90 was asked for)
+    return dict(variant=v.name, params=resolved, arch=compiled.arch, threads=v.threads(resolved),
+                **asdict(compiled.resources), compile_ms=None if compiled.cached else compiled.compile_ms,
+                cached=compiled.cached)
+
+
+def history(variant: str | None = None, limit: int = 20) -> list[dict]:
+    """Past runs, newest last, as `gemmlab history --json` gives them."""
+    from .results import history as hist
+    return hist.runs(variant, limit)
+
+
+def new_file_or_none(path) -> Path | None:
+    """An --out file: it must not exist yet, and its directory must take a file (checked before the run)."""
+    from .files import new_file
+    return new_file(path, "--out") if path else None

@@ -295,15 +295,3 @@ def sass(compiled: Compiled) -> str:
     if proc.returncode != 0 or "Function" not in proc.stdout:
         raise GemmlabError(f"cuobjdump failed: {(proc.stderr or proc.stdout).strip()}")
     return proc.stdout
-
-
-_loaded: dict[str, object] = {}  # key -> cupy.RawModule
-
-
-def load(compiled: Compiled, name: str = ENTRY):
-    """A kernel of the cubin as a cupy.RawKernel, loaded through cupy.RawModule (needs a GPU)."""
-    from .gpu.device import cuda
-    cupy = cuda()
-    if compiled.key not in _loaded:
-        _loaded[compiled.key] = cupy.RawModule(path=str(compiled.cubin_path))
-    return _loaded[compiled.key].get_function(name)

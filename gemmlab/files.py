@@ -1,11 +1,14 @@
-"""Writing files so that a crash or a full disk never leaves half of one: the compile cache, the
-tuning cache and every --out file go through write_atomic."""
+"""Files gemmlab writes: never one the user already has (new_file, checked before a long run starts),
+and never half of one after a crash or a full disk (write_atomic: the compile cache, the tuning cache,
+every --out file)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+from .errors import GemmlabError
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
@@ -23,3 +26,23 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def new_file(path, option: str) -> Path | None:
+    """A file gemmlab will write: it must not exist yet (nothing the user has is overwritten)."""
+    if not path:
+        return None
+    path = Path(path)
+    if path.exists():
+        raise GemmlabError(f"{path} already exists; gemmlab does not overwrite it",
+                           hint=f"choose a new file name for {option}")
+    if not path.parent.is_dir():
+        raise GemmlabError(f"{option} {path}: no such directory {path.parent}")
+    try:  # now, not after a long run: can a file be made there?
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise GemmlabError(f"{option} {path}: cannot write in {path.parent} ({e.strerror})",
+                           hint=f"choose a file for {option} in a directory you can write to") from None
+    return path

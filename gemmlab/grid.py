@@ -18,7 +18,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 
 from .errors import GemmlabError
-from .templates import Variant, show_params
+from .templates import Variant, show_params, show_value
 
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*(?::\s*(\d+))?\s*$")
 MAX_GRID = 10_000
@@ -40,6 +40,26 @@ def parse_spec(spec: str) -> tuple[str, list[str]]:
     if not name or not values:
         raise GemmlabError(f"--param {spec}: give a name and at least one value")
     return name, values
+
+
+def specs(grid) -> list[str]:
+    """The API's grid as --param texts: a list of `NAME=...` texts as it is, or {NAME: [values]} or
+    {NAME: "A..B[:STEP]"} (values in their template type, or as text)."""
+    if isinstance(grid, str):
+        return [grid]
+    if isinstance(grid, dict):
+        out = []
+        for name, values in grid.items():
+            if isinstance(values, str):
+                out.append(f"{name}={values}")
+            elif isinstance(values, (list, tuple, range)) and values:
+                out.append(f"{name}=" + ",".join(show_value(v) for v in values))
+            else:
+                raise GemmlabError(f"the grid's {name} takes a list of values or a range text, not {values!r}")
+        return out
+    if isinstance(grid, (list, tuple)) and all(isinstance(sp, str) for sp in grid):
+        return list(grid)
+    raise GemmlabError(f"a grid is {{NAME: [values]}} or a list of NAME=V1,V2 texts, not {grid!r}")
 
 
 def grid(variant: Variant, specs: list[str], fixed: dict | None = None) -> tuple[list[dict], list[tuple[dict, str]]]:

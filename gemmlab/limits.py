@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+# The GpcOrder launch argument (gpu/gpc.py) holds up to this many slots, one per TPC (the H100 has 66, the
+# B200 74): a 256-byte struct. Templates size theirs by it (GPC_SLOTS, a global of the render environment).
+GPC_SLOTS = 252
+
 
 @dataclass(frozen=True)
 class Limits:

@@ -18,8 +18,7 @@ from jinja2.ext import Extension
 from jinja2.lexer import Token
 
 from .errors import GemmlabError
-from .gpu.gpc import MAX_SLOTS
-from .limits import Limits
+from .limits import GPC_SLOTS, Limits
 from .templates import BODY_GLOBALS, C_TYPES, Sandbox, Variant, builtin_dir, sandbox_message, show_params
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
@@ -102,7 +101,7 @@ def environment(search: list[Path], limits: Limits) -> Environment:
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                       extensions=[LineTags], auto_reload=True)
         env.globals.update(BODY_GLOBALS, ctype=C_TYPES.__getitem__,  # ctype(DTYPE): the input's C type
-                           GPC_SLOTS=MAX_SLOTS)  # the GpcOrder argument's slots, as gpc.py packs them
+                           GPC_SLOTS=GPC_SLOTS)  # the GpcOrder argument's slots, as gpc.py packs them
         env.globals.update(limits.names())
         _envs[key] = env
     return _envs[key]

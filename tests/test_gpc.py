@@ -100,7 +100,7 @@ def test_the_probe_finds_every_sm_in_one_gpc_and_clusters_inside_them():
 def test_wgmma_ws_in_gpc_order_is_right(shape, params):
     """With the table the clusters take their tiles by the SM pair they run on; every tile must still be
     done once (C is poisoned first), over timed launches and the check after them."""
-    from gemmlab.compile import load
+    from gemmlab.gpu.launch import load
     from gemmlab.gpu.problem import Problem
     v = gemmlab.catalog().get("wgmma_ws")
     params = v.resolve(v.for_dtype("bf16", params))

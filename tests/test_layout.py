@@ -4,6 +4,8 @@ count too: they are still a dependency)."""
 import ast
 from pathlib import Path
 
+import pytest
+
 PKG = Path(__file__).resolve().parent.parent / "gemmlab"
 
 
@@ -81,3 +83,41 @@ def test_results_need_no_gpu_module():
     """The row model, the check and the history are GPU-free: nothing in results/ imports gpu/."""
     g = graph()
     assert not {t for m, ts in g.items() if m.startswith("gemmlab.results") for t in ts if t.startswith("gemmlab.gpu")}
+
+
+# The pipeline's stages, lowest first: a module imports only from its own stage or those before it.
+STAGES = [
+    ("base", ["errors", "files", "limits"]),
+    ("templates", ["templates"]),
+    ("build", ["render", "compile", "cache", "kernel"]),
+    ("results", ["results"]),
+    ("gpu", ["gpu"]),
+    ("present", ["present"]),
+    ("run", ["jobs", "worker", "grid", "sanitize", "profile", "suites", "cpu", "watch", "measure"]),
+    ("api", ["api"]),
+    ("cli", ["cli", "__main__"]),
+]
+
+
+def stage(module: str) -> int:
+    """The stage of gemmlab.<module> (a package's modules are in the package's stage)."""
+    head = module.split(".")[1] if "." in module else None
+    for i, (_, members) in enumerate(STAGES):
+        if head in members:
+            return i
+    raise AssertionError(f"{module} is in no stage of tests/test_layout.py: add it to STAGES")
+
+
+def test_modules_import_only_from_earlier_stages():
+    """templates -> build -> results -> gpu -> present -> run -> api -> cli: no module reaches up (the
+    GPU-free stages stay GPU-free, the CLI is the only one that parses, the API is the CLI's)."""
+    g = graph()
+    up = sorted(f"{m} -> {t}" for m, ts in g.items() if m != "gemmlab"
+                for t in ts if t != "gemmlab" and stage(t) > stage(m))
+    assert up == []
+
+
+def test_the_stage_check_sees_a_module_that_reaches_up():
+    assert stage("gemmlab.render") < stage("gemmlab.gpu.device") < stage("gemmlab.cli.measure")
+    with pytest.raises(AssertionError, match="in no stage"):
+        stage("gemmlab.nowhere")

@@ -285,12 +285,10 @@ def test_run_and_sweep_stop_at_an_evil_header_before_the_gpu(user_dir, mark, cmd
 
 
 @pytest.mark.parametrize("cmd", [["run"], ["sweep", "--param", "TILE=8,16"]])
-def test_run_and_sweep_stop_at_an_evil_body_before_its_kernel_reaches_the_gpu(user_dir, tmp_path, monkeypatch, cmd):
+def test_run_and_sweep_stop_at_an_evil_body_before_its_kernel_reaches_the_gpu(user_dir, tmp_path, monkeypatch, cmd,
+                                                                             fake_gpu):
     """With the fake GPU worker of tests/handlers.py: the template fails to render, and no request for it
     ever reaches the worker (run renders before starting one at all). (The worker is a process gemmlab starts: no audit hook here.)"""
-    import gemmlab.jobs as jobs
-    real = jobs.run_jobs
-    monkeypatch.setattr(jobs, "run_jobs", lambda *a, **k: real(*a, **dict(k, handler="handlers:FakeGpu")))
     log = tmp_path / "requests.log"
     monkeypatch.setenv("FAKEGPU_LOG", str(log))
     mark = tmp_path / "pwned"

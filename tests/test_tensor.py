@@ -345,7 +345,7 @@ def test_every_cluster_of_the_persistent_grid_is_resident(name, dtype, cluster):
     for each other, which cannot deadlock only then (its template says `resident`, and the runner checks
     before each launch); for wgmma_tf32 a cluster left over would run as a second wave. (With 4-block
     clusters the H100 places 30 of 33: they are not offered.)"""
-    from gemmlab.compile import load
+    from gemmlab.gpu.launch import load
     from gemmlab.gpu.device import get_device
     from gemmlab.gpu.launch import resident_blocks
     v = gemmlab.catalog().get(name)

@@ -6,6 +6,7 @@ errors 2)."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import math
 import os
 import sys
@@ -14,14 +15,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (Progress, SpinnerColumn, TextColumn, TimeElapsedColumn)
 
 from .. import __version__
 
 from ..present import export
 
-from ..api import catalog
 from ..errors import GemmlabError
+from ..files import new_file
 from ..jobs import DEFAULT_TIMEOUT_S
 from ..templates import DTYPES
 
@@ -228,32 +228,20 @@ def make_shape(size, m, n, k):
     return Shape(m or size, n or size, k or size)
 
 
-def _new_file(path, option: str) -> Path | None:
-    """A file gemmlab will write: it must not exist yet (nothing the user has is overwritten)."""
-    if not path:
-        return None
-    path = Path(path)
-    if path.exists():
-        raise GemmlabError(f"{path} already exists; gemmlab does not overwrite it",
-                           hint=f"choose a new file name for {option}")
-    if not path.parent.is_dir():
-        raise GemmlabError(f"{option} {path}: no such directory {path.parent}")
-    try:  # now, not after a long run: can a file be made there?
-        import tempfile
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise GemmlabError(f"{option} {path}: cannot write in {path.parent} ({e.strerror})",
-                           hint=f"choose a file for {option} in a directory you can write to") from None
-    return path
 
 
-def _spinner(*columns) -> Progress:
+def _spinner(*columns):
     """A transient progress line on stderr: what runs now, and for how long."""
-    console = err()  # where stderr is no terminal (a pipe, a test), no progress line: it would leave blank lines
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), *columns, TimeElapsedColumn(),
-                    console=console, transient=True, disable=not console.is_terminal)
+    from ..present.progress import spinner
+    return spinner(*columns, on=err())
+
+
+@contextmanager
+def _reporter():
+    """The progress bar and notes of a measuring command, on stderr."""
+    from ..present.progress import bar
+    with bar(err()) as reporter:
+        yield reporter
 
 
 SANITIZE_SHAPE = (257, 131, 97)  # odd, and more than one tile in every direction: the edges get exercised
@@ -271,7 +259,7 @@ def _common(ctx, c: dict, sanitizing: bool = False):
     else:
         m, n, k = c["m"] or c["size"], c["n"] or c["size"], c["k"] or c["size"]
     shape = make_shape(None, m, n, k)
-    out_path = _new_file(c["out_path"], "--out")
+    out_path = new_file(c["out_path"], "--out")
     opts = Options(reps=c["reps"], seed=c["seed"], fp64_check=c["check_ref"] == "fp64", timeout=c["timeout"],
                    dtype=c["dtype"] or "fp32", rounds=c["rounds"])
     return shape, opts, fmt, out_path
@@ -302,20 +290,9 @@ def _print_rows(doc, rows, fmt, table):
 
 def _on_gpu(request: tuple, what: str):
     """(device, answer) for one request to a worker that needs no GEMM inputs (bandwidth, occupancy)."""
-    from ..results.model import Shape
-    from ..worker import SETUP_TIMEOUT_S, Isolated
-    with _spinner() as progress:
-        task = progress.add_task(what)
-        with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), SETUP_TIMEOUT_S,
-                      lambda text: progress.update(task, description=escape(text))) as w:
-            return w.start()["device"], w.call(request)
-
-
-def _variants(csv_names: str, kernels_dirs) -> tuple[bool, list]:
-    """(whether auto is asked for, the named variants): unknown names fail here, before any GPU work."""
-    names = names_list(csv_names, "--variants")
-    cat = catalog(kernels_dirs)
-    return "auto" in names, [cat.get(n) for n in names if n != "auto"]
+    from ..measure import on_gpu
+    with _reporter() as reporter:
+        return on_gpu(request, what, reporter)
 
 
 def _plot(name: str, doc: dict, path: Path | None) -> None:

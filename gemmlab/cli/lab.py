@@ -5,39 +5,18 @@ from __future__ import annotations
 
 import click
 from rich.markup import escape
-from ..present import export, tables
 
-from ..results import records
+from .. import api
 from ..api import catalog
 from ..errors import GemmlabError
-from ..files import write_atomic
+from ..files import new_file
 from ..jobs import DEFAULT_TIMEOUT_S
+from ..present import tables
+from ..results import records
 from ..templates import show_value
-from .common import (SECONDS, _new_file, _on_gpu, _plot, _print_rows, _spinner, _variants, cli, dtype_option,
-                     err, kernels_dir_option, make_shape, names_list, out, output_format, output_options,
-                     overrides, param_options, rounds_option)
-from .measure import _auto_jobs, _run_rows
-
-
-def _over_shapes(command, shapes, auto, named, kernels_dirs, opts, add, out_path=None) -> dict:
-    """Run the variants (at their defaults, auto chosen per shape) and cuBLAS on each shape in turn,
-    one worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep; with
-    out_path the results so far are saved after each shape. Ctrl-C stops after the shape in flight."""
-    doc, rows = None, []
-    for shape in shapes:
-        choose = _auto_jobs(kernels_dirs, shape) if auto else (lambda dev: [])
-        d, got, _ = _run_rows(command, lambda dev, choose=choose: choose(dev) + [(v, v.resolve()) for v in named],
-                              shape, opts, keep_going=True)
-        doc = doc or d
-        rows += add(shape, d, got)
-        if d.get("interrupted"):
-            doc["interrupted"] = True
-            break
-        if out_path:
-            write_atomic(out_path, export.dump(dict(doc, rows=rows)))
-    doc.pop("shape", None)
-    doc.update(command=command, rows=rows)
-    return doc
+from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, cli, dtype_option, err,
+                     kernels_dir_option, make_shape, names_list, out, output_format, output_options, overrides,
+                     param_options, rounds_option)
 
 
 @cli.command()
@@ -56,40 +35,19 @@ def _over_shapes(command, shapes, auto, named, kernels_dirs, opts, add, out_path
 @click.pass_context
 def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
     """The 12 shapes of the MIT 6.S894 lab against cuBLAS: roofline bound, % of it, the course's targets."""
-    from .. import suites as lab
-    from ..jobs import Options
-    from ..results.model import Shape
     fmt = output_format(as_json, as_csv)
-    out_path, plot_path = _new_file(out_path, "--out"), _new_file(plot_path, "--plot")
-    shapes = [(Shape(*s), t) for s, t in lab.SHAPES]
-    if only is not None:
-        wanted = set(names_list(only, "--only"))
-        shapes = [(s, t) for s, t in shapes if str(s) in wanted]
-        if len(shapes) != len(wanted):
-            raise GemmlabError("--only names shapes that are not in the suite; it has: "
-                               + ", ".join(str(Shape(*s)) for s, _ in lab.SHAPES))
-    auto, named = _variants(variants, kernels_dirs)
-    opts = Options(reps=reps, rounds=rounds, seed=seed, timeout=timeout)
-    _, bandwidth = _on_gpu(("bandwidth",), "measure the copy bandwidth")
-    targets = {str(s): t for s, t in shapes}
-
-    def add(shape, d, got):
-        peak = d["device"]["peak_fp32_tflops"] * 1e12
-        cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
-        return [lab.annotate(r, shape, targets[str(shape)], peak, bandwidth, cublas) for r in got]
-
-    doc = _over_shapes("suite", [s for s, _ in shapes], auto, named, kernels_dirs, opts, add, out_path)
-    rows = doc["rows"]
-    doc["bandwidth_tbs"] = bandwidth / 1e12
-    if out_path:
-        write_atomic(out_path, export.dump(doc))
-    _print_rows(doc, rows, fmt, lambda: tables.suite_table(doc))
+    out_path, plot_path = new_file(out_path, "--out"), new_file(plot_path, "--plot")
+    with _reporter() as reporter:
+        rs = api.suite(names_list(variants, "--variants"), None if only is None else names_list(only, "--only"),
+                       reps=reps, rounds=rounds, seed=seed, timeout=timeout, out=out_path, kernels_dirs=kernels_dirs,
+                       progress=reporter)
+    doc = rs.to_json()
+    _print_rows(doc, doc["rows"], fmt, rs.table)
     _plot("roofline_plot", doc, plot_path)
-    bad = records.failures(rows)
-    for r in bad:
+    for r in rs.failures:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(records.failure_text(r))}",
                     soft_wrap=True)
-    ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
+    ctx.exit(rs.exit_status)
 
 
 @cli.command()
@@ -106,8 +64,6 @@ def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path,
 @click.pass_context
 def scaling(ctx, variants, sizes, backends, reps, timeout, plot_path, as_json, as_csv, kernels_dirs):
     """GFLOP/s against size for variants, cuBLAS and (--backend numpy) the CPU."""
-    from ..cpu import numpy_row
-    from ..jobs import Options
     fmt = output_format(as_json, as_csv)
     try:
         ns = sorted({int(x) for x in names_list(sizes, "--sizes")})
@@ -115,20 +71,14 @@ def scaling(ctx, variants, sizes, backends, reps, timeout, plot_path, as_json, a
         raise GemmlabError(f"--sizes takes integers separated by commas, not '{sizes}'") from None
     if not ns or ns[0] < 1:
         raise GemmlabError("--sizes needs at least one positive size")
-    plot_path = _new_file(plot_path, "--plot")
-    auto, named = _variants(variants, kernels_dirs)
-    opts = Options(reps=reps, timeout=timeout)
-
-    def add(shape, d, got):
-        cpu = [numpy_row(shape.M, shape.N, shape.K)] if "numpy" in backends else []
-        return [dict(r, size=shape.M) for r in got + cpu]
-
-    doc = _over_shapes("scaling", [make_shape(n, None, None, None) for n in ns], auto, named, kernels_dirs, opts, add)
-    rows = doc["rows"]
-    _print_rows(doc, rows, fmt, lambda: tables.scaling_table(doc))
+    plot_path = new_file(plot_path, "--plot")
+    with _reporter() as reporter:
+        rs = api.scaling(names_list(variants, "--variants"), ns, numpy="numpy" in backends, reps=reps, timeout=timeout,
+                         kernels_dirs=kernels_dirs, progress=reporter)
+    doc = rs.to_json()
+    _print_rows(doc, doc["rows"], fmt, rs.table)
     _plot("scaling_plot", doc, plot_path)
-    bad = records.failures(rows)
-    ctx.exit(130 if doc.get("interrupted") else 1 if bad else 0)
+    ctx.exit(rs.exit_status)
 
 
 @cli.command()
@@ -138,7 +88,7 @@ def occupancy(plot_path, as_json, as_csv):
     """Copy bandwidth against warps per SM (forced with reserved shared memory), and Little's law."""
     from ..gpu import occupancy as occ
     fmt = output_format(as_json, as_csv)
-    plot_path = _new_file(plot_path, "--plot")
+    plot_path = new_file(plot_path, "--plot")
     dev, rows = _on_gpu(("occupancy",), "copy bandwidth against warps per SM")
     peak = max(r["bandwidth"] for r in rows)
     for r in rows:

@@ -6,88 +6,36 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn)
 
-from ..results import history
-
-from ..present import export, tables
-
-from ..results import metrics, records
+from .. import api
 from ..api import catalog
 from ..errors import GemmlabError
-from ..files import write_atomic
-from ..render import render
+from ..files import new_file
+from ..present import tables
+from ..results import records
 from ..sanitize import TOOLS as SANITIZERS
-from .common import (_common, _new_file, _note, _plot, _print_rows, _spinner, cli, err, kernels_dir_option,
+from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, kernels_dir_option,
                      names_list, out, overrides, param_options, shape_options)
 
 
-class _Recorder:
-    """Takes each row the moment it is measured: its change against the last run of the same variant
-    and shape (from the history), then into the history and, with --out, into that file (atomically)."""
-
-    def __init__(self, out_path: Path | None):
-        self.out_path, self.rows, self.warned = out_path, [], False
-
-    def __call__(self, doc: dict, row: dict) -> None:
-        prev = None
-        try:
-            prev = history.record(doc["command"], row, doc["shape"], doc["device"]["name"], doc["commit"],
-                                  row.get("dtype", "fp32"))
-        except GemmlabError as e:
-            if not self.warned:
-                _note(f"{e.message}; results are not being recorded")
-                self.warned = True
-        d = history.delta(row, prev)
-        row.update(vs_last=d["vs_last"], vs_last_text=history.delta_text(d), changed=d["changed"],
-                   vs_last_noise=d.get("noise"), outside_noise=d.get("outside_noise"))
-        self.rows.append(row)
-        self.save(doc)
-
-    def save(self, doc: dict, rows: list[dict] | None = None) -> None:
-        if self.out_path:
-            write_atomic(self.out_path, export.dump(dict(doc, rows=rows or self.rows)))
-
-
-def _run_rows(command, jobs, shape, opts, out_path=None, with_cublas=True, keep_going=False, total=None):
-    """Check and time each (variant, params) on one set of inputs, cuBLAS first, in a worker process
-    (see jobs.py). With keep_going, a variant that does not build becomes an ERROR row. `total`: the
-    number of jobs, for a progress bar."""
-    from ..jobs import run_jobs
-    recorder = _Recorder(out_path)
-    with _spinner(BarColumn(), MofNCompleteColumn()) as progress:
-        task = progress.add_task("", total=total)
-
-        def on_row(doc, row):
-            recorder(doc, row)
-            if row["variant"] != "cuBLAS":
-                progress.advance(task)
-
-        doc, rows = run_jobs(command, jobs, shape, opts, with_cublas=with_cublas, keep_going=keep_going,
-                             on_phase=lambda text: progress.update(task, description=escape(text)),
-                             on_row=on_row)
-    return doc, rows, recorder
-
-
-def _emit(doc, rows, fmt, speedups, planned: int | None = None) -> int:
-    """Print the results; return the exit status they call for (1 if any failed, 130 if interrupted)."""
-    doc["rows"] = rows
-    _print_rows(doc, rows, fmt, lambda: tables.results_table(rows, tables.title_for(doc), speedups))
+def _emit(rs, fmt) -> int:
+    """Print a ResultSet; return the exit status it calls for (1 if any failed, 130 if interrupted)."""
+    rows = rs.to_dicts()
+    _print_rows(rs.to_json(), rows, fmt, rs.table)
     if fmt == "table" and any(r.get("user") for r in rows):
         out().print("[dim](user) = a template from a user directory[/]")
     if fmt == "table":
         for r in rows:  # a slow row is often a slow clock: say so where NVML saw the clock held down
             if records.clock_note(r):
                 out().print(f"[yellow]{escape(r['variant'])}[/]: {escape(records.clock_note(r))}", soft_wrap=True)
-    bad = records.failures(rows)
-    for r in bad:
+    for r in rs.failures:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} {records.params_text(r['params'])}: "
                     f"{escape(records.failure_text(r))}; its time is not reported", soft_wrap=True)
-    if doc.get("interrupted"):
+    if rs.interrupted:
         done = len([r for r in rows if r["variant"] != "cuBLAS"])
-        err().print(f"[yellow]interrupted:[/] {done} of {planned} measured; those are shown and recorded")
-        return 130
-    return 1 if bad else 0
+        of = f" of {rs.meta['planned']}" if rs.meta.get("planned") else ""
+        err().print(f"[yellow]interrupted:[/] {done}{of} measured; those are shown and recorded")
+    return rs.exit_status
 
 
 def _sanitize(v, params, shape, opts, tool, fmt):
@@ -151,33 +99,26 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
         **common):
     """Check one variant against cupy.matmul, then time it (with cuBLAS beside it)."""
     shape, opts, fmt, out_path = _common(ctx, common, sanitizing=bool(sanitize))
-    plot_path = _new_file(plot_path, "--plot")  # checked now, not after the run
+    plot_path = new_file(plot_path, "--plot")  # checked now, not after the run
     if sanitize and watch:
         raise GemmlabError("--sanitize and --watch do not go together")
     given = overrides(tile, reg, raw_params)
-
-    if name == "auto":
-        if opts.dtype != "fp32":
-            raise GemmlabError("--variant auto chooses among the FP32 kernels", hint="name a tensor-core variant for --dtype")
-        if given:
-            raise GemmlabError("--variant auto chooses the parameters itself",
-                               hint="name a variant to set parameters; `gemmlab run --variant auto` shows its choice")
-        if sanitize or watch:
-            raise GemmlabError("--sanitize and --watch need a named variant, not auto")
-        doc, rows, _ = _run_rows("run", _auto_jobs(kernels_dirs, shape), shape, opts, out_path,
-                                 with_cublas=not no_cublas)
-        ctx.exit(_emit(doc, rows, fmt, speedups=False, planned=1))
+    if name == "auto" and (sanitize or watch) and common["dtype"] in (None, "fp32") and not given:
+        raise GemmlabError("--sanitize and --watch need a named variant, not auto")
+    api_args = dict(shape=shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds, seed=opts.seed,
+                    check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, cublas=not no_cublas,
+                    kernels_dirs=kernels_dirs)
 
     def once() -> int:
-        v = catalog(kernels_dirs).get(name)  # again each time: --watch may have changed the header
-        params = v.resolve(v.for_dtype(common["dtype"], given))
-        opts.dtype = v.dtype(params)
         if sanitize:
+            v = catalog(kernels_dirs).get(name)
+            params = v.resolve(v.for_dtype(common["dtype"], given))
+            opts.dtype = v.dtype(params)
             return _sanitize(v, params, shape, opts, sanitize, fmt)
-        render(v, params)  # a template that cannot render is one error before any GPU work (cuBLAS included)
-        doc, rows, recorder = _run_rows("run", [(v, params)], shape, opts, out_path, with_cublas=not no_cublas)
-        status = _emit(doc, rows, fmt, speedups=False, planned=1)
-        _error_maps(rows, show_errors, plot_path)
+        with _reporter() as reporter:  # the template is read again each time: --watch may have changed it
+            rs = api.run(name, given, out=out_path, progress=reporter, **api_args)
+        status = _emit(rs, fmt)
+        _error_maps(rs.rows, show_errors, plot_path)
         return status
 
     if watch:
@@ -199,18 +140,6 @@ def _gpu_or_fail() -> None:
             w.start()
 
 
-def _auto_jobs(kernels_dirs, shape):
-    """`--variant auto`: the choice needs the GPU (its name for the tuning cache, its SM count), so it
-    is made once the worker has said which GPU it has."""
-    from ..results.tuning import choose
-
-    def jobs(dev):
-        v, params, how = choose(catalog(kernels_dirs), dev.name, shape, dev.sms)
-        _note(f"auto chose {v.name} {records.params_text(params)} ({how})")
-        return [(v, params)]
-    return jobs
-
-
 @cli.command()
 @click.option("--variant", "-v", "name", required=True, help="The variant to sweep.")
 @click.option("--param", "specs", multiple=True, required=True, metavar="NAME=V1,V2|A..B[:STEP]",
@@ -224,53 +153,15 @@ def _auto_jobs(kernels_dirs, shape):
 @click.pass_context
 def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **common):
     """Time a variant over a grid of parameters, fastest first; skip what its constraints forbid."""
-    from .. import grid as grids
-    from ..jobs import source_hash
     shape, opts, fmt, out_path = _common(ctx, common)
-    v = catalog(kernels_dirs).get(name)
-    opts.dtype = v.dtype(v.resolve(v.for_dtype(common["dtype"])))
-    if any(sp.split("=", 1)[0].strip() == "DTYPE" for sp in specs):
-        raise GemmlabError("a sweep runs one input type; choose it with --dtype")
-    valid, skipped = grids.grid(v, list(specs), fixed=v.for_dtype(opts.dtype))
-    for n, why, example in grids.skip_summary(skipped):
-        err().print(f"[yellow]skipped {n}:[/] {escape(why)}  [dim](e.g. {escape(example)})[/]", soft_wrap=True)
-    if not valid:
-        raise GemmlabError(f"no point of the grid satisfies {v.name}'s constraints ({len(skipped)} skipped)")
-    plot_path = _new_file(plot_path, "--plot")
-    known = []  # (history row) for configurations measured before on this GPU and shape
-
-    def jobs(dev):
-        todo = []
-        for params in valid:
-            rendered = render(v, params)
-            h = None if fresh else history.measured(dev.name, source_hash(rendered.source), shape, opts.dtype)
-            if h:
-                known.append(h)
-            else:
-                todo.append((params, rendered))
-        grids.compile_all([r for _, r in todo], dev.arch, jobs_)  # in parallel, into the cache
-        return [(v, params) for params, _ in todo]
-
-    doc, rows, recorder = _run_rows("sweep", jobs, shape, opts, out_path, keep_going=True, total=len(valid))
-    cublas = next((r for r in rows if r["variant"] == "cuBLAS"), None)
-    peak = doc["device"]["peak_tflops"][opts.dtype] * 1e12
-    rows = [r for r in rows if r is not cublas] + [records.row_from_history(h, peak, cublas and cublas["ms"]) for h in known]
-    rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0))
-    rows += [cublas] if cublas else []
-    doc["skipped"] = [{"params": typed, "why": why} for typed, why in skipped]
-    doc["swept"] = [grids.parse_spec(sp)[0] for sp in specs]
-    recorder.save(doc, rows)
-    status = _emit(doc, rows, fmt, speedups=False, planned=len(valid))
-    best = next((r for r in rows if r["variant"] != "cuBLAS" and r["status"] == "PASS"), None)
-    if save_best and best:
-        from ..results.tuning import path as cache_path, save_best as save
-        kept = save(doc["device"]["name"], shape, best)
-        if kept is None:
-            _note(f"best {best['variant']} {records.params_text(best['params'])} saved for {shape} in {cache_path()}")
-        else:
-            _note(f"not saved: the tuning cache's {kept['variant']} {records.params_text(kept['params'])} "
-                  f"({kept['ms']:.4f} ms) is faster than {best['ms']:.4f} ms for {shape}")
-    _plot("sweep_plot", doc, plot_path)
+    plot_path = new_file(plot_path, "--plot")
+    with _reporter() as reporter:
+        rs = api.sweep(name, list(specs), shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds,
+                       seed=opts.seed, check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout,
+                       out=out_path, fresh=fresh, save_best=save_best, jobs=jobs_, kernels_dirs=kernels_dirs,
+                       progress=reporter)
+    status = _emit(rs, fmt)
+    _plot("sweep_plot", rs.to_json(), plot_path)
     ctx.exit(status)
 
 
@@ -282,16 +173,9 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
 def compare(ctx, variants, kernels_dirs, **common):
     """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung."""
     shape, opts, fmt, out_path = _common(ctx, common)
-    cat = catalog(kernels_dirs)
-    if variants is not None:
-        chosen = [cat.get(x) for x in names_list(variants, "--variants")]
-        opts.dtype = common["dtype"] or (chosen[0].dtypes[0] if chosen else "fp32")  # wgmma,wgmma_ws: bf16
-    else:  # the ladder of this input type
-        chosen = [v for v in cat.ladder() if opts.dtype in v.dtypes]
-    if not chosen:
-        raise GemmlabError("no variants to compare")
-    jobs = [(v, v.resolve(v.for_dtype(opts.dtype))) for v in chosen]
-    doc, rows, recorder = _run_rows("compare", jobs, shape, opts, out_path, keep_going=True)
-    metrics.add_speedups(rows)
-    recorder.save(doc, rows)
-    ctx.exit(_emit(doc, rows, fmt, speedups=True, planned=len(jobs)))
+    chosen = names_list(variants, "--variants") if variants is not None else None
+    with _reporter() as reporter:
+        rs = api.compare(chosen, shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds, seed=opts.seed,
+                         check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, out=out_path,
+                         kernels_dirs=kernels_dirs, progress=reporter)
+    ctx.exit(_emit(rs, fmt))

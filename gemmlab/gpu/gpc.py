@@ -21,10 +21,7 @@ import ctypes
 import numpy as np
 
 from ..errors import GemmlabError
-
-# Launch arguments hold up to this many slots (the H100 has 66 TPCs, the B200 74): a 256-byte struct. Templates
-# size their GpcOrder struct by it (GPC_SLOTS, a global of the render environment).
-MAX_SLOTS = 252
+from ..limits import GPC_SLOTS as MAX_SLOTS  # the slots of a GpcOrder argument (a render global too)
 
 PROBE = r"""
 extern "C" __global__ void __launch_bounds__(32, 1) where(int* out)

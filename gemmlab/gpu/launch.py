@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GemmlabError
+from ..compile import ENTRY
 from .driver import bindings, cuda
 
 CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
@@ -81,3 +82,14 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
                            hint="the box must be at most 256 per dimension and its contiguous side at most "
                                 "128 bytes (the swizzle span); rows must be 16-byte aligned")
     return np.frombuffer(ctypes.string_at(tmap.getPtr(), 128), dtype=np.dtype((np.void, 128)))[0]
+
+
+_loaded: dict[str, object] = {}  # key -> cupy.RawModule
+
+
+def load(compiled, name: str = ENTRY):
+    """A kernel of the cubin as a cupy.RawKernel, loaded through cupy.RawModule (needs a GPU)."""
+    cupy = cuda()
+    if compiled.key not in _loaded:
+        _loaded[compiled.key] = cupy.RawModule(path=str(compiled.cubin_path))
+    return _loaded[compiled.key].get_function(name)

@@ -253,7 +253,7 @@ class Problem:
         """Launch on NaN-poisoned C and check, on every input set; then, if it passed (and `timed`), time
         it on the first. A CUDA error in a launch marks the result CRASHED: this process's CUDA context is
         then unusable (gemmlab's CLI runs this in a worker process for that reason)."""
-        from ..compile import load
+        from .launch import load
         cupy, s, variant, params, compiled = self.cupy, self.shape, kernel.variant, kernel.params, kernel.compiled
         if kernel.dtype != self.dtype:
             raise GemmlabError(f"variant '{variant.name}' with DTYPE={kernel.dtype} cannot run on {self.dtype} inputs")

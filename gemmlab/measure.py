@@ -1,0 +1,220 @@
+"""The measuring commands as plain functions: run, compare, sweep and a list of shapes (suite,
+scaling). Each checks and times its jobs through jobs.run_jobs, records every row in the history the
+moment it is measured (and in the --out file), and returns (document, rows): the document's metadata
+and the rows, cuBLAS's last. gemmlab/api.py wraps them in typed results; the CLI presents those.
+
+Nothing here prints: what a user should see while it runs goes to a Reporter (present/progress.py:
+the silent one, or a progress bar).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import GemmlabError
+from .files import write_atomic
+from .jobs import Options, run_jobs, source_hash
+from .present.export import dump
+from .present.progress import Reporter
+from .render import render
+from .results import history, metrics, records
+from .results.model import Shape
+from .templates import Catalog, Variant
+
+
+class Recorder:
+    """Takes each row the moment it is measured: its change against the last run of the same variant
+    and shape (from the history), then into the history and, with out_path, into that file (atomically),
+    so a fault or Ctrl-C loses nothing measured before it."""
+
+    def __init__(self, out_path: Path | None, reporter: Reporter, record: bool = True):
+        self.out_path, self.reporter, self.record, self.rows, self.warned = out_path, reporter, record, [], False
+
+    def __call__(self, doc: dict, row: dict) -> None:
+        prev = None
+        if self.record:
+            try:
+                prev = history.record(doc["command"], row, doc["shape"], doc["device"]["name"], doc["commit"],
+                                      row.get("dtype", "fp32"))
+            except GemmlabError as e:
+                if not self.warned:
+                    self.reporter.note(f"{e.message}; results are not being recorded")
+                    self.warned = True
+        d = history.delta(row, prev)
+        row.update(vs_last=d["vs_last"], vs_last_text=history.delta_text(d), changed=d["changed"],
+                   vs_last_noise=d.get("noise"), outside_noise=d.get("outside_noise"))
+        self.rows.append(row)
+        self.save(doc)
+
+    def save(self, doc: dict, rows: list[dict] | None = None) -> None:
+        if self.out_path:
+            write_atomic(self.out_path, dump(dict(doc, rows=rows if rows is not None else self.rows)))
+
+
+def measure(command: str, jobs, shape: Shape, opts: Options, reporter: Reporter, out_path: Path | None = None,
+            with_cublas: bool = True, keep_going: bool = False, total: int | None = None,
+            record: bool = True) -> tuple[dict, list[dict], Recorder]:
+    """Check and time each (variant, params) of `jobs` (or of jobs(device)) on one set of inputs, cuBLAS
+    first, in a worker process (jobs.py). With keep_going a variant that does not build is an ERROR row."""
+    recorder = Recorder(out_path, reporter, record)
+    reporter.total(total)
+
+    def on_row(doc, row):
+        recorder(doc, row)
+        if row["variant"] != "cuBLAS":
+            reporter.advance()
+
+    doc, rows = run_jobs(command, jobs, shape, opts, with_cublas=with_cublas, keep_going=keep_going,
+                         on_phase=reporter.phase, on_row=on_row)
+    if total is not None:
+        doc["planned"] = total
+    return doc, rows, recorder
+
+
+def auto_jobs(cat: Catalog, shape: Shape, reporter: Reporter):
+    """`auto`'s job for a shape. The choice needs the GPU (its name for the tuning cache, its SM count),
+    so it is made once the worker has said which GPU it has."""
+    from .results.tuning import choose
+
+    def jobs(dev):
+        v, params, how = choose(cat, dev.name, shape, dev.sms)
+        reporter.note(f"auto chose {v.name} {records.params_text(params)} ({how})")
+        return [(v, params)]
+    return jobs
+
+
+def run(v: Variant | None, params: dict, shape: Shape, opts: Options, reporter: Reporter, cat: Catalog,
+        out_path: Path | None = None, with_cublas: bool = True, record: bool = True) -> tuple[dict, list[dict]]:
+    """One variant at `params` (v None: `auto` chooses for the shape) beside cuBLAS."""
+    if v is None:
+        jobs = auto_jobs(cat, shape, reporter)
+    else:
+        render(v, params)  # a template that cannot render is one error before any GPU work (cuBLAS included)
+        jobs = [(v, params)]
+    doc, rows, _ = measure("run", jobs, shape, opts, reporter, out_path, with_cublas=with_cublas, total=1,
+                           record=record)
+    return doc, rows
+
+
+def compare(chosen: list[Variant], shape: Shape, opts: Options, reporter: Reporter, out_path: Path | None = None,
+            record: bool = True) -> tuple[dict, list[dict]]:
+    """Each variant at its defaults for the input type, cuBLAS beside them, with speed-ups rung over rung."""
+    jobs = [(v, v.resolve(v.for_dtype(opts.dtype))) for v in chosen]
+    doc, rows, recorder = measure("compare", jobs, shape, opts, reporter, out_path, keep_going=True,
+                                  total=len(jobs), record=record)
+    metrics.add_speedups(rows)
+    recorder.save(doc, rows)
+    return doc, rows
+
+
+def sweep(v: Variant, valid: list[dict], shape: Shape, opts: Options, reporter: Reporter,
+          out_path: Path | None = None, fresh: bool = False, compile_jobs: int | None = None,
+          record: bool = True) -> tuple[dict, list[dict]]:
+    """Every configuration in `valid` (grid.grid's), fastest first, cuBLAS last. What the history already
+    has for this GPU, shape, input type and rendered source is taken from it, not measured again (unless
+    fresh); the rest is compiled in parallel first (into the cache), then measured."""
+    from .grid import compile_all
+    known = []  # history rows of configurations measured before on this GPU and shape
+
+    def jobs(dev):
+        todo = []
+        for params in valid:
+            rendered = render(v, params)
+            h = None if fresh else history.measured(dev.name, source_hash(rendered.source), shape, opts.dtype)
+            if h:
+                known.append(h)
+            else:
+                todo.append((params, rendered))
+        compile_all([r for _, r in todo], dev.arch, compile_jobs)
+        return [(v, params) for params, _ in todo]
+
+    doc, rows, recorder = measure("sweep", jobs, shape, opts, reporter, out_path, keep_going=True,
+                                  total=len(valid), record=record)
+    cublas = next((r for r in rows if r["variant"] == "cuBLAS"), None)
+    peak = doc["device"]["peak_tflops"][opts.dtype] * 1e12
+    rows = [r for r in rows if r is not cublas] + [records.row_from_history(h, peak, cublas and cublas["ms"])
+                                                   for h in known]
+    rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0))
+    rows += [cublas] if cublas else []
+    recorder.save(doc, rows)
+    return doc, rows
+
+
+def save_best(doc: dict, rows: list[dict], shape: Shape, reporter: Reporter) -> dict | None:
+    """Put a sweep's fastest passing row into the tuning cache `auto` reads, unless the cache has a faster
+    one for this GPU and shape. The row saved, or None."""
+    from .results.tuning import path as cache_path, save_best as save
+    best = next((r for r in rows if r["variant"] != "cuBLAS" and r["status"] == "PASS"), None)
+    if best is None:
+        return None
+    kept = save(doc["device"]["name"], shape, best)
+    if kept is None:
+        reporter.note(f"best {best['variant']} {records.params_text(best['params'])} saved for {shape} in {cache_path()}")
+        return best
+    reporter.note(f"not saved: the tuning cache's {kept['variant']} {records.params_text(kept['params'])} "
+                  f"({kept['ms']:.4f} ms) is faster than {best['ms']:.4f} ms for {shape}")
+    return None
+
+
+def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Variant], cat: Catalog, opts: Options,
+                add, reporter: Reporter, out_path: Path | None = None, record: bool = True) -> dict:
+    """Run the variants (at their defaults; auto chosen per shape) and cuBLAS on each shape in turn, one
+    worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep; with out_path
+    the results so far are saved after each shape. Ctrl-C stops after the shape in flight. The document,
+    its rows included."""
+    doc, rows = None, []
+    for shape in shapes:
+        choose = auto_jobs(cat, shape, reporter) if auto else (lambda dev: [])
+        d, got, _ = measure(command, lambda dev, choose=choose: choose(dev) + [(v, v.resolve()) for v in named],
+                            shape, opts, reporter, keep_going=True, record=record)
+        doc = doc or d
+        rows += add(shape, d, got)
+        if d.get("interrupted"):
+            doc["interrupted"] = True
+            break
+        if out_path:
+            write_atomic(out_path, dump(dict(doc, rows=rows)))
+    doc.pop("shape", None)
+    doc.update(command=command, rows=rows)
+    return doc
+
+
+def on_gpu(request: tuple, what: str, reporter: Reporter):
+    """(device, answer) for one request to a worker that needs no GEMM inputs (bandwidth, occupancy)."""
+    from .worker import SETUP_TIMEOUT_S, Isolated
+    reporter.phase(what)
+    with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), SETUP_TIMEOUT_S, reporter.phase) as w:
+        return w.start()["device"], w.call(request)
+
+
+def suite(shapes: list[tuple[Shape, int | None]], auto: bool, named: list[Variant], cat: Catalog, opts: Options,
+          reporter: Reporter, out_path: Path | None = None, record: bool = True) -> dict:
+    """Each (shape, the course's target in % of its roofline bound) with auto and/or the named variants
+    and cuBLAS: the rows carry the roofline columns (suites.annotate) and the document the bandwidth."""
+    from . import suites
+    _, bandwidth = on_gpu(("bandwidth",), "measure the copy bandwidth", reporter)
+    targets = {str(s): t for s, t in shapes}
+
+    def add(shape, d, got):
+        peak = d["device"]["peak_fp32_tflops"] * 1e12
+        cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
+        return [suites.annotate(r, shape, targets[str(shape)], peak, bandwidth, cublas) for r in got]
+
+    doc = over_shapes("suite", [s for s, _ in shapes], auto, named, cat, opts, add, reporter, out_path, record)
+    doc["bandwidth_tbs"] = bandwidth / 1e12
+    if out_path:
+        write_atomic(out_path, dump(doc))
+    return doc
+
+
+def scaling(sizes: list[int], auto: bool, named: list[Variant], cat: Catalog, opts: Options, reporter: Reporter,
+            numpy: bool = False, record: bool = True) -> dict:
+    """Squares of each size with the variants and cuBLAS (and numpy.matmul on the CPU with numpy)."""
+    from .cpu import numpy_row
+
+    def add(shape, d, got):
+        cpu = [numpy_row(shape.M, shape.N, shape.K)] if numpy else []
+        return [dict(r, size=shape.M) for r in got + cpu]
+
+    return over_shapes("scaling", [Shape(n, n, n) for n in sizes], auto, named, cat, opts, add, reporter,
+                       record=record)
