@@ -6,7 +6,8 @@
 # writes PREFIX-*.json (PREFIX defaults to h100) into DIR, a directory of new files: gemmlab's --out never
 # overwrites one, and a committed result is replaced only by moving the new file over it on purpose.
 # WHAT is one of the groups below, or all; benchmarks/README.md says which file each writes and which
-# table it feeds. GEMMLAB=echo prints the commands instead of running them.
+# table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
+# ladder at those sizes only.
 set -euo pipefail
 what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|tune|scaling|occupancy|profile|faults|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
@@ -18,8 +19,8 @@ g() { "${gemmlab[@]}" "$@"; }
 # A failed row (CRASHED, FAIL) makes gemmlab exit 1 with everything else written: go on to the next file.
 keep() { g "$@" || echo "regenerate.sh: exit status $? from: gemmlab $*" >&2; }
 
-ladder() {  # the FP32 ladder and cuBLAS at five sizes (the README's ladder and head-to-head tables)
-    for s in 1024 2048 3072 4096 8192; do keep compare --size "$s" --out "$dir/$p-compare-$s.json"; done
+ladder() {  # the FP32 ladder and cuBLAS at five sizes, 3 rounds taken in turn (the README's ladder and head-to-head tables)
+    for s in ${SIZES:-1024 2048 3072 4096 8192}; do keep compare --rounds 3 --size "$s" --out "$dir/$p-compare-$s.json"; done
 }
 
 tensor() {  # the tensor-core ladder, 5 rounds taken in turn with cuBLAS (docs/ladder.md)
