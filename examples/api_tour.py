@@ -1,4 +1,5 @@
 """The Python API, one stage at a time: find a template, render it, compile it, run, check, time.
+(The commands in one call each, gemmlab.run, compare, sweep, ...: docs/api.md.)
 
     python examples/api_tour.py [--variant tiled] [-p TILE=16] [--size 2048]
     python examples/api_tour.py --variant wgmma_ws -p DTYPE=fp16      # a tensor-core rung

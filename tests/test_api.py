@@ -137,3 +137,17 @@ def test_to_pandas_says_what_it_needs(fake_gpu, monkeypatch):
     with pytest.raises(GemmlabError, match="to_pandas\\(\\) needs pandas"):
         rs.to_pandas()
     assert gemmlab.history() == []  # record=False: nothing went into the history
+
+
+def test_every_example_in_docs_api_md_runs(fake_gpu, capsys):
+    """docs/api.md stays true: its Python blocks run, in order, in one namespace (the stand-in GPU)."""
+    import re
+    from conftest import ROOT
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "api.md").read_text(), flags=re.S)
+    assert len(blocks) >= 5
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "docs/api.md", "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert "gemmlab run --variant tiled -p TILE=32" in printed and "PASS" in printed
+    assert "TILE=7 is not allowed" in printed and "gemm" in printed
