@@ -101,3 +101,11 @@ def test_require_gpu_values(tmp_path, value, required):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env=dict(os.environ, GEMMLAB_REQUIRE_GPU=value)).stdout
     assert out.strip() == str(required)
+
+
+def test_a_gpu_test_skipped_without_a_gpu_says_what_it_needs(tmp_path):
+    (tmp_path / "cupy").mkdir()
+    (tmp_path / "cupy" / "__init__.py").write_text(BROKEN_CUPY)
+    p = inner_pytest(tmp_path, ["-q", "-rs", "-m", "gpu", "tests/test_gpc.py"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "needs an NVIDIA GPU with its driver" in p.stdout and "device" not in p.stdout, p.stdout
