@@ -170,6 +170,15 @@ def test_a_regular_install_ships_the_kernels(tmp_path):
     assert str(target) in out[0]
     assert out[1:4] == [str(sorted(LADDER)), "{}", str(target / "gemmlab/kernels/tensor/20_wgmma_ws.cu.j2")]
     assert int(out[4]) > 10000  # rendered: hopper.j2, epilogue.j2 and stream_k.j2 were found in lib/
+    # every module of the checkout is in the wheel and imports from it (a subpackage left out of
+    # pyproject's list would import from nowhere), and the command runs
+    modules = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                     for p in (ROOT / "gemmlab").rglob("*.py") if p.name != "__main__.py")
+    probe = ("import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]; "
+             "from gemmlab.cli import cli; cli(['list', '--csv'], prog_name='gemmlab')")
+    listed = subprocess.run([sys.executable, "-c", probe, *modules], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert listed.returncode == 0 and "wgmma_ws" in listed.stdout, listed.stderr
 
 
 @pytest.mark.parametrize("name,values,reason", [
