@@ -55,16 +55,16 @@ def build(variant: Variant, params: dict | None = None, arch: str | None = None,
 
 
 def choose(M: int, N: int, K: int, device: str | None = None, sms: int | None = None,
-           kernels_dirs: tuple[str | Path, ...] = ()) -> tuple[Variant, dict, str]:
-    """`--variant auto` for the API: (variant, params, why) for this shape on `device` (a GPU name as
-    `gemmlab device` shows it; default: this machine's GPU), from the tuning cache or the rule."""
+           kernels_dirs: tuple[str | Path, ...] = (), dtype: str = "fp32") -> tuple[Variant, dict, str]:
+    """`--variant auto` for the API: (variant, params, why) for this shape and input type on `device` (a
+    GPU name as `gemmlab device` shows it; default: this machine's GPU), from the tuning cache or the rule."""
     from .results.model import Shape
     from .results.tuning import choose as pick
     if device is None or sms is None:
         from .gpu.device import get_device
         dev = get_device()
         device, sms = device or dev.name, sms or dev.sms
-    return pick(catalog(kernels_dirs), device, Shape(M, N, K), sms)
+    return pick(catalog(kernels_dirs), device, Shape(M, N, K), sms, dtype)
 
 
 # ---- the commands -------------------------------------------------------------------------------------
@@ -145,8 +145,6 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
     out = new_file_or_none(out)
     given = dict(params or {})
     if not isinstance(variant, Variant) and variant == "auto":
-        if opts.dtype != "fp32":
-            raise GemmlabError("--variant auto chooses among the FP32 kernels", hint="name a tensor-core variant for --dtype")
         if given:
             raise GemmlabError("--variant auto chooses the parameters itself",
                                hint="name a variant to set parameters; `gemmlab run --variant auto` shows its choice")
@@ -231,28 +229,38 @@ def _shapes_variants(cat: Catalog, variants) -> tuple[bool, list[Variant]]:
     return "auto" in names, [_variant(cat, n) for n in names if n != "auto"]
 
 
-def suite(variants=("auto",), only=None, *, reps: int = 10, rounds: int = 1, seed: int | None = None,
-          timeout: float = 60.0, out: str | Path | None = None, kernels_dirs=(), record: bool = True, progress=True):
-    """The 12 shapes of the MIT 6.S894 lab (or `only` those, as "MxNxK" texts) with auto and/or the named
-    variants and cuBLAS, in FP32: roofline bound, % of it, the course's targets (`gemmlab suite`)."""
+def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | None = None, dtype: str | None = None,
+          reps: int = 10, rounds: int = 1, seed: int | None = None, timeout: float = 60.0, out: str | Path | None = None,
+          kernels_dirs=(), record: bool = True, progress=True):
+    """A suite of shapes with auto and/or the named variants and cuBLAS, each shape's roofline bound and
+    % of it, x cuBLAS, and per variant the geometric mean, minimum and share of shapes at or above cuBLAS
+    (`gemmlab suite`). shapes: "lab" (the MIT 6.S894 lab's 12, with the course's targets), "llm"
+    (Llama-3 8B and 70B) or a suite file; or random=N shapes drawn log-uniformly from `seed` (default:
+    a fresh one, in the result). only: those "MxNxK" of the suite. dtype: the suite's first by default."""
     from . import measure, suites
+    from .jobs import fresh_seed
     from .present.resultset import ResultSet
-    from .results.model import Shape
-    cat, opts = catalog(kernels_dirs), _options("fp32", reps, rounds, seed, "cupy", timeout)
-    shapes = [(Shape(*s), t) for s, t in suites.SHAPES]
+    if random is not None:
+        if shapes != "lab":
+            raise GemmlabError("--random draws its own shapes; it does not take --shapes")
+        seed = fresh_seed() if seed is None else seed
+        suite_ = suites.random_shapes(random, seed, dtype or "fp32")
+    else:
+        suite_ = suites.load(shapes)
     if only is not None:
-        wanted = {only} if isinstance(only, str) else set(only)
-        shapes = [(s, t) for s, t in shapes if str(s) in wanted]
-        if len(shapes) != len(wanted):
-            raise GemmlabError("--only names shapes that are not in the suite; it has: "
-                               + ", ".join(str(Shape(*s)) for s, _ in suites.SHAPES))
+        suite_ = suite_.only([only] if isinstance(only, str) else list(only))
+    dtype = dtype or suite_.dtypes[0]
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, "cupy", timeout)
     auto, named = _shapes_variants(cat, variants)
+    for v in named:
+        v.for_dtype(dtype)  # a variant without a kernel for the type: one error now, not one per shape
     out = new_file_or_none(out)
     with _Progress(progress) as reporter:
-        doc = measure.suite(shapes, auto, named, cat, opts, reporter, out, record=record)
+        doc = measure.suite(suite_, auto, named, cat, opts, reporter, out, record=record)
     argv = ["suite", "--variants", ",".join((["auto"] if auto else []) + [v.name for v in named])]
-    argv += ["--only", ",".join(str(s) for s, _ in shapes)] if only is not None else []
-    argv += ["--reps", str(reps)] + (["--rounds", str(rounds)] if rounds != 1 else [])
+    argv += ["--random", str(random)] if random is not None else ["--shapes", shapes] if shapes != "lab" else []
+    argv += ["--only", ",".join(str(e.shape) for e in suite_.entries)] if only is not None else []
+    argv += ["--dtype", dtype, "--reps", str(reps)] + (["--rounds", str(rounds)] if rounds != 1 else [])
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
     return ResultSet.of(doc, argv + [a for d in kernels_dirs for a in ("--kernels-dir", str(d))])
 

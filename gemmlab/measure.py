@@ -71,13 +71,13 @@ def measure(command: str, jobs, shape: Shape, opts: Options, reporter: Reporter,
     return doc, rows, recorder
 
 
-def auto_jobs(cat: Catalog, shape: Shape, reporter: Reporter):
-    """`auto`'s job for a shape. The choice needs the GPU (its name for the tuning cache, its SM count),
-    so it is made once the worker has said which GPU it has."""
+def auto_jobs(cat: Catalog, shape: Shape, reporter: Reporter, dtype: str = "fp32"):
+    """`auto`'s job for a shape and input type. The choice needs the GPU (its name for the tuning cache,
+    its SM count), so it is made once the worker has said which GPU it has."""
     from .results.tuning import choose
 
     def jobs(dev):
-        v, params, how = choose(cat, dev.name, shape, dev.sms)
+        v, params, how = choose(cat, dev.name, shape, dev.sms, dtype)
         reporter.note(f"auto chose {v.name} {records.params_text(params)} ({how})")
         return [(v, params)]
     return jobs
@@ -87,7 +87,7 @@ def run(v: Variant | None, params: dict, shape: Shape, opts: Options, reporter: 
         out_path: Path | None = None, with_cublas: bool = True, record: bool = True) -> tuple[dict, list[dict]]:
     """One variant at `params` (v None: `auto` chooses for the shape) beside cuBLAS."""
     if v is None:
-        jobs = auto_jobs(cat, shape, reporter)
+        jobs = auto_jobs(cat, shape, reporter, opts.dtype)
     else:
         render(v, params)  # a template that cannot render is one error before any GPU work (cuBLAS included)
         jobs = [(v, params)]
@@ -159,14 +159,18 @@ def save_best(doc: dict, rows: list[dict], shape: Shape, reporter: Reporter) -> 
 def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Variant], cat: Catalog, opts: Options,
                 add, reporter: Reporter, out_path: Path | None = None, record: bool = True) -> dict:
     """Run the variants (at their defaults; auto chosen per shape) and cuBLAS on each shape in turn, one
-    worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep; with out_path
-    the results so far are saved after each shape. Ctrl-C stops after the shape in flight. The document,
-    its rows included."""
+    worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep (auto's row
+    says chosen_by = "auto"); with out_path the results so far are saved after each shape. Ctrl-C stops
+    after the shape in flight. The document, its rows included."""
     doc, rows = None, []
-    for shape in shapes:
-        choose = auto_jobs(cat, shape, reporter) if auto else (lambda dev: [])
-        d, got, _ = measure(command, lambda dev, choose=choose: choose(dev) + [(v, v.resolve()) for v in named],
+    for i, shape in enumerate(shapes):
+        reporter.phase(f"shape {i + 1} of {len(shapes)}: {shape}")
+        choose = auto_jobs(cat, shape, reporter, opts.dtype) if auto else (lambda dev: [])
+        d, got, _ = measure(command, lambda dev, choose=choose: choose(dev) + [(v, v.resolve(v.for_dtype(opts.dtype)))
+                                                                               for v in named],
                             shape, opts, reporter, keep_going=True, record=record)
+        if auto and got and got[0]["variant"] != "cuBLAS":
+            got[0]["chosen_by"] = "auto"
         doc = doc or d
         rows += add(shape, d, got)
         if d.get("interrupted"):
@@ -187,21 +191,25 @@ def on_gpu(request: tuple, what: str, reporter: Reporter):
         return w.start()["device"], w.call(request)
 
 
-def suite(shapes: list[tuple[Shape, int | None]], auto: bool, named: list[Variant], cat: Catalog, opts: Options,
-          reporter: Reporter, out_path: Path | None = None, record: bool = True) -> dict:
-    """Each (shape, the course's target in % of its roofline bound) with auto and/or the named variants
-    and cuBLAS: the rows carry the roofline columns (suites.annotate) and the document the bandwidth."""
+def suite(shapes, auto: bool, named: list[Variant], cat: Catalog, opts: Options, reporter: Reporter,
+          out_path: Path | None = None, record: bool = True) -> dict:
+    """A suites.Suite's shapes with auto and/or the named variants and cuBLAS, in opts.dtype: the rows carry
+    the roofline columns (suites.annotate), the document the bandwidth, the suite and, per variant, the
+    geometric mean, minimum and share of shapes at or above cuBLAS (suites.summary)."""
     from . import suites
     _, bandwidth = on_gpu(("bandwidth",), "measure the copy bandwidth", reporter)
-    targets = {str(s): t for s, t in shapes}
+    entries = {str(e.shape): e for e in shapes.entries}
 
     def add(shape, d, got):
-        peak = d["device"]["peak_fp32_tflops"] * 1e12
+        peak = d["device"]["peak_tflops"][opts.dtype] * 1e12
         cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
-        return [suites.annotate(r, shape, targets[str(shape)], peak, bandwidth, cublas) for r in got]
+        return [suites.annotate(r, entries[str(shape)], peak, bandwidth, cublas, opts.dtype) for r in got]
 
-    doc = over_shapes("suite", [s for s, _ in shapes], auto, named, cat, opts, add, reporter, out_path, record)
-    doc["bandwidth_tbs"] = bandwidth / 1e12
+    doc = over_shapes("suite", [e.shape for e in shapes.entries], auto, named, cat, opts, add, reporter, out_path,
+                      record)
+    doc.update(bandwidth_tbs=bandwidth / 1e12, suite={"name": shapes.name, "description": shapes.description,
+                                                      "source": shapes.source},
+               summary=suites.summary(doc["rows"]))
     if out_path:
         write_atomic(out_path, dump(doc))
     return doc

@@ -104,11 +104,11 @@ def test_tuning_cache_keeps_the_best_and_finds_near_shapes():
 
 
 def test_shipped_winners_cover_the_suite_on_the_h100():
-    from gemmlab.suites import SHAPES
+    from gemmlab import suites
     h100 = tuning.shipped()["NVIDIA H100 80GB HBM3"]
     cat = gemmlab.catalog()
-    for (m, n, k), _ in SHAPES[1:]:
-        entry = h100[f"{m}x{n}x{k}"]
+    for e in suites.load("lab").entries[1:]:
+        entry = h100[str(e.shape)]
         cat.get(entry["variant"]).resolve(entry["params"])  # still a valid configuration
     v, params, how = tuning.choose(cat, "NVIDIA H100 80GB HBM3", Shape(128, 128, 32768))
     assert v.name == "pipelined" and params["SPLIT_K"] == 128 and how.startswith("tuning cache")
@@ -216,20 +216,24 @@ def test_roofline_sides():
 
 
 def test_suite_has_the_labs_twelve_shapes_and_targets():
-    from gemmlab.suites import SHAPES
-    assert len(SHAPES) == 12 and SHAPES[0] == ((3072, 3072, 3072), 40) and SHAPES[-1] == ((128, 128, 32768), 40)
-    assert [t for s, t in SHAPES[1:8]] == [40, 35, 35, 40, 40, 40, 40]
-    assert dict(SHAPES)[(256, 256, 256)] is None and dict(SHAPES)[(256, 256, 8192)] == 25
+    from gemmlab import suites
+    lab = suites.load("lab")
+    shapes = [((e.shape.M, e.shape.N, e.shape.K), e.target) for e in lab.entries]
+    assert len(shapes) == 12 and shapes[0] == ((3072, 3072, 3072), 40) and shapes[-1] == ((128, 128, 32768), 40)
+    assert [t for s, t in shapes[1:8]] == [40, 35, 35, 40, 40, 40, 40]
+    assert [s[0] for s, t in shapes[1:8]] == [512, 256, 128, 64, 32, 16, 1]
+    assert dict(shapes)[(256, 256, 256)] is None and dict(shapes)[(256, 256, 8192)] == 25
+    assert lab.dtypes == ("fp32",) and "lab" in suites.named() and "llm" in suites.named()
 
 
 def _suite_doc():
-    from gemmlab.suites import annotate
+    from gemmlab.suites import Entry, annotate
     rows = []
     for (m, n, k), target, tf, ctf in (((3072, 3072, 3072), 40, 38.0, 45.0), ((1, 3072, 3072), 40, 0.5, 0.66)):
         s = Shape(m, n, k)
         for name, t in (("splitk", tf), ("cuBLAS", ctf)):
             r = {"variant": name, "params": {}, "status": "PASS", "tflops": t, "ms": 1.0, "pct_peak": 100 * t / 66.9}
-            rows.append(annotate(r, s, target, 66.9e12, 2.93e12, ctf))
+            rows.append(annotate(r, Entry(s, "", target), 66.9e12, 2.93e12, ctf))
     return {"device": {"name": "H100", "peak_fp32_tflops": 66.9}, "bandwidth_tbs": 2.93, "date": "2026-11-23",
             "commit": "x", "rows": rows}
 

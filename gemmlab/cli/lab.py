@@ -22,10 +22,16 @@ from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, 
 @cli.command()
 @click.option("--variants", default="auto", show_default=True,
               help="Comma-separated variants to run on every shape (auto: chosen per shape).")
+@click.option("--shapes", "shapes", default="lab", show_default=True, metavar="NAME|FILE",
+              help="The suite: lab (MIT 6.S894's 12 FP32 shapes), llm (Llama-3 8B and 70B), or a TOML file of "
+                   "shapes (copy kernels/shapes/llm.toml).")
+@click.option("--random", "random_", type=click.IntRange(min=1), metavar="N",
+              help="N shapes drawn log-uniformly (M, N, K from 1 to 16384) from --seed instead of a suite.")
 @click.option("--only", metavar="MxNxK,...", help="Only these shapes of the suite.")
+@dtype_option
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
 @rounds_option
-@click.option("--seed", type=int, help="Seed of the random inputs.")
+@click.option("--seed", type=int, help="Seed of the random inputs (and of --random's shapes; default: a fresh one).")
 @click.option("--timeout", type=SECONDS, default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Seconds a job may go without progress before it is marked TIMEOUT.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the results here as JSON (a new file).")
@@ -33,16 +39,20 @@ from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, 
 @output_options
 @kernels_dir_option
 @click.pass_context
-def suite(ctx, variants, only, reps, rounds, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
-    """The 12 shapes of the MIT 6.S894 lab against cuBLAS: roofline bound, % of it, the course's targets."""
+def suite(ctx, variants, shapes, random_, only, dtype, reps, rounds, seed, timeout, out_path, plot_path, as_json, as_csv,
+          kernels_dirs):
+    """A suite of shapes against cuBLAS (default: the MIT 6.S894 lab's 12): roofline bound, % of it, x
+    cuBLAS, the course's targets; per variant the geometric mean, minimum and share at or above cuBLAS."""
     fmt = output_format(as_json, as_csv)
     out_path, plot_path = new_file(out_path, "--out"), new_file(plot_path, "--plot")
     with _reporter() as reporter:
         rs = api.suite(names_list(variants, "--variants"), None if only is None else names_list(only, "--only"),
-                       reps=reps, rounds=rounds, seed=seed, timeout=timeout, out=out_path, kernels_dirs=kernels_dirs,
-                       progress=reporter)
+                       shapes=shapes, random=random_, dtype=dtype, reps=reps, rounds=rounds, seed=seed,
+                       timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter)
     doc = rs.to_json()
     _print_rows(doc, doc["rows"], fmt, rs.table)
+    if fmt == "table":
+        out().print(tables.suite_summary_table(doc))
     _plot("roofline_plot", doc, plot_path)
     for r in rs.failures:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(records.failure_text(r))}",

@@ -103,7 +103,7 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
     if sanitize and watch:
         raise GemmlabError("--sanitize and --watch do not go together")
     given = overrides(tile, reg, raw_params)
-    if name == "auto" and (sanitize or watch) and common["dtype"] in (None, "fp32") and not given:
+    if name == "auto" and (sanitize or watch):
         raise GemmlabError("--sanitize and --watch need a named variant, not auto")
     api_args = dict(shape=shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds, seed=opts.seed,
                     check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, cublas=not no_cublas,

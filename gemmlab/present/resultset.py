@@ -109,7 +109,10 @@ class ResultSet:
     def table(self):
         """The CLI's table for these rows (a rich renderable that fits its console's width)."""
         if self.command == "suite":
-            return tables.suite_table(self.to_json())
+            from rich.console import Group
+            doc = self.to_json()
+            return Group(tables.suite_table(doc), tables.suite_summary_table(doc)) if doc.get("summary") \
+                else tables.suite_table(doc)
         if self.command == "scaling":
             return tables.scaling_table(self.to_json())
         return tables.results_table(self.to_dicts(), tables.title_for(self.to_json()),

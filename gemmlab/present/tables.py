@@ -162,7 +162,8 @@ def _target(r: dict) -> Text:
 
 SUITE_COLUMNS = [
     Column("M x N x K", lambda r: r["shape"], 0, "left"),
-    Column("variant", lambda r: r["variant"], 0, "left"),
+    Column("what", lambda r: r.get("shape_name") or "-", 5, "left"),
+    Column("variant", lambda r: r["variant"] + (" (auto)" if r.get("chosen_by") == "auto" else ""), 0, "left"),
     Column("params", lambda r: params_text(r["params"]), 3, "left", wrap=True),
     Column("ms", lambda r: fmt(r["ms"], ".3f"), 2),
     Column("TFLOP/s", lambda r: fmt(r["tflops"], ".2f"), 0),
@@ -179,9 +180,30 @@ SUITE_COLUMNS = [
 def suite_table(doc: dict) -> FitTable:
     dev = doc.get("device", {})
     rows = doc["rows"]
-    return FitTable(f"suite on {dev.get('name', '?')} (FP32 peak {dev.get('peak_fp32_tflops', 0):.1f} TFLOP/s, "
-                    f"copy {doc.get('bandwidth_tbs', 0):.2f} TB/s) · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
+    dtype = doc.get("dtype", "fp32")
+    peak = (dev.get("peak_tflops") or {}).get(dtype) or dev.get("peak_fp32_tflops", 0)
+    name = (doc.get("suite") or {}).get("name", "")
+    return FitTable(f"suite {name}{'' if dtype == 'fp32' else ' ' + dtype} on {dev.get('name', '?')} "
+                    f"({dtype.upper()} peak {peak:.1f} TFLOP/s, copy {doc.get('bandwidth_tbs', 0):.2f} TB/s) · "
+                    f"{doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
                     SUITE_COLUMNS, rows, end_section=lambda i: rows[i]["variant"] == "cuBLAS")
+
+
+SUMMARY_COLUMNS = [
+    Column("variant", lambda r: r["variant"], 0, "left"),
+    Column("shapes", lambda r: str(r["shapes"]), 0),
+    Column("failed", lambda r: str(r["failed"]), 1),
+    Column("geomean x cuBLAS", lambda r: fmt(r["geomean"], ".3f"), 0),
+    Column("min x cuBLAS", lambda r: fmt(r["min"], ".3f"), 0),
+    Column(">= 1.00x", lambda r: "-" if r["at_or_above"] is None else f"{100 * r['at_or_above']:.0f}%", 0),
+]
+
+
+def suite_summary_table(doc: dict) -> FitTable:
+    """Per variant over the suite's shapes: geometric mean and minimum of x cuBLAS, share at or above it."""
+    suite = doc.get("suite") or {}
+    return FitTable(f"{suite.get('name', 'suite')}: {suite.get('description', '')} · seed {doc.get('seed')}",
+                    SUMMARY_COLUMNS, doc.get("summary") or [])
 
 
 OCCUPANCY_COLUMNS = [

@@ -4,7 +4,9 @@ else a rule from the shape.
 `gemmlab sweep --save-best` writes the winner of a sweep here (JSON in the user's data directory,
 `tuning.json`, keyed by GPU name, then shape); gemmlab also ships the winners of its own H100 sweeps
 (kernels/tuning.json). `auto` takes the entry of the same shape, else of the nearest shape measured
-(distance in log2 of M, N and K, at most 0.5 in each), else the rule. Nothing here needs a GPU.
+(distance in log2 of M, N and K, at most 0.5 in each), else the rule. Entries are per input type: an
+FP32 entry is keyed by the shape ("4096x4096x4096"), another type's by shape and type ("... bf16").
+Nothing here needs a GPU.
 """
 
 from __future__ import annotations
@@ -55,16 +57,26 @@ def shipped() -> dict:
     return _read(builtin_dir() / "tuning.json")
 
 
+def key(shape, dtype: str = "fp32") -> str:
+    """The cache's key of a shape and input type."""
+    return f"{shape.M}x{shape.N}x{shape.K}" + ("" if dtype == "fp32" else f" {dtype}")
+
+
+def _parse(k: str) -> tuple[tuple[int, int, int], str]:
+    shape, _, dtype = k.partition(" ")
+    return tuple(int(x) for x in shape.split("x")), dtype or "fp32"
+
+
 def save_best(device: str, shape, row: dict) -> dict | None:
-    """Record `row` (a passing result) as the best for this device and shape, if it beats what is there.
-    Returns None when it was recorded, else the faster entry that was kept."""
+    """Record `row` (a passing result) as the best for this device, shape and input type, if it beats what
+    is there. Returns None when it was recorded, else the faster entry that was kept."""
     data = load()
-    key = f"{shape.M}x{shape.N}x{shape.K}"
+    key_ = key(shape, row.get("dtype", "fp32"))
     entries = data.setdefault(device, {})
-    old = entries.get(key) or shipped().get(device, {}).get(key)  # only a better one is worth keeping
+    old = entries.get(key_) or shipped().get(device, {}).get(key_)  # only a better one is worth keeping
     if old and old["ms"] <= row["ms"]:
         return old
-    entries[key] = {"variant": row["variant"], "params": row["params"], "ms": row["ms"], "tflops": row["tflops"],
+    entries[key_] = {"variant": row["variant"], "params": row["params"], "ms": row["ms"], "tflops": row["tflops"],
                     "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     path().parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path(), json.dumps(data, indent=2, sort_keys=True))
@@ -75,16 +87,18 @@ def _distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
     return max(abs(math.log2(x) - math.log2(y)) for x, y in zip(a, b))
 
 
-def cached(device: str, shape) -> tuple[dict, str] | None:
-    """(entry, the shape it was measured at) for the nearest cached shape, or None."""
+def cached(device: str, shape, dtype: str = "fp32") -> tuple[dict, str] | None:
+    """(entry, the key it was measured at) for the nearest cached shape of this input type, or None."""
     entries = {**shipped().get(device, {}), **load().get(device, {})}  # the user's own sweeps win
     want = (shape.M, shape.N, shape.K)
     best = None
-    for key, entry in entries.items():
-        got = tuple(int(x) for x in key.split("x"))
+    for k, entry in entries.items():
+        got, got_dtype = _parse(k)
+        if got_dtype != dtype:
+            continue
         d = _distance(want, got)
         if d <= NEAR and (best is None or d < best[0]):
-            best = (d, entry, key)
+            best = (d, entry, k)
     return (best[1], best[2]) if best else None
 
 
@@ -143,16 +157,39 @@ def skinny_rule(shape, sms: int) -> tuple[str, dict, str]:
             f"{shape.M} row(s) of C: a stream of B, {blocks} block(s) of {bm} x 128, K in {split} slice(s)")
 
 
-def choose(catalog, device: str, shape, sms: int = 132) -> tuple[object, dict, str]:
-    """(variant, params, how it was chosen) for `--variant auto`."""
-    hit = cached(device, shape)
+# Rows of A and B that TMA can read start 16-byte aligned: K and N multiples of 16 bytes' elements.
+TMA_ELEMENTS = {"tf32": 4, "fp16": 8, "bf16": 8}
+
+
+def tensor_rule(shape, dtype: str, sms: int = 132) -> tuple[str, dict, str]:
+    """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
+    N not a multiple of 16 bytes), mma, whose cp.async copies fall back to narrower ones at an unaligned
+    row; TF32 otherwise wgmma_tf32; FP16 and BF16 wgmma_ws (128 x 256 tiles, stream-K over the last
+    wave), or for up to 64 rows of C wgmma with 64-row tiles, which compute half as many rows of
+    padding as wgmma_ws's smallest tile of 128."""
+    M, N, K = shape.M, shape.N, shape.K
+    step = TMA_ELEMENTS[dtype]
+    if K % step or N % step:
+        return "mma", {}, f"K or N is not a multiple of {step}: TMA cannot read the rows, cp.async can"
+    if dtype == "tf32":
+        return "wgmma_tf32", {}, "TMA and wgmma, 256 x 128 tiles"
+    if M <= 64:
+        bn = 128 if math.ceil(N / 256) < sms else 256
+        return ("wgmma", {"BM": 64, "BN": bn},
+                f"{M} row(s) of C: 64 x {bn} tiles ({math.ceil(N / bn)} of them) waste less than 128-row ones")
+    return "wgmma_ws", {}, "warp-specialised wgmma, 128 x 256 tiles, stream-K over the last wave"
+
+
+def choose(catalog, device: str, shape, sms: int = 132, dtype: str = "fp32") -> tuple[object, dict, str]:
+    """(variant, params, how it was chosen) for `--variant auto` and this input type."""
+    hit = cached(device, shape, dtype)
     if hit:
         entry, at = hit
         try:
             v = catalog.get(entry["variant"])
-            return v, v.resolve(entry["params"]), f"tuning cache ({at} on {device})"
+            return v, v.resolve(v.for_dtype(dtype, entry["params"])), f"tuning cache ({at} on {device})"
         except GemmlabError:
             pass  # the template changed since: fall back on the rule
-    name, overrides, why = rule(shape, sms)
+    name, overrides, why = rule(shape, sms) if dtype == "fp32" else tensor_rule(shape, dtype, sms)
     v = catalog.get(name)
-    return v, v.resolve(overrides), f"rule: {why}"
+    return v, v.resolve(v.for_dtype(dtype, overrides)), f"rule: {why}"

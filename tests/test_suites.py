@@ -1,0 +1,143 @@
+"""Suites of shapes (gemmlab/suites.py): the shipped files, suite files of one's own, shapes drawn at
+random, the per-variant summary; and `auto` for every input type (results/tuning.py). CPU only; the
+whole `suite` command runs through the stand-in GPU at the end."""
+
+import json
+import math
+
+import pytest
+
+import gemmlab
+from gemmlab import suites
+from gemmlab.errors import GemmlabError
+from gemmlab.results import tuning
+from gemmlab.results.model import Shape
+from test_cli import invoke
+
+
+def test_the_llm_suite_is_llama3s_projections_at_prefill_and_decode():
+    llm = suites.load("llm")
+    assert llm.dtypes == ("bf16", "fp16") and len(llm.entries) == 8 * 6
+    by = {(e.name, e.shape.M): e.shape for e in llm.entries}
+    assert by[("8B qkv", 4096)] == Shape(4096, 6144, 4096)
+    assert by[("8B gate/up", 128)] == Shape(128, 14336, 4096)
+    assert by[("8B down", 1)] == Shape(1, 4096, 14336)
+    assert by[("70B qkv", 16)] == Shape(16, 10240, 8192) and by[("70B down", 8192)] == Shape(8192, 8192, 28672)
+    assert {e.shape.M for e in llm.entries} == {1, 16, 64, 128, 4096, 8192}
+
+
+def test_a_suite_file_of_ones_own(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('dtypes = ["fp16"]\n[[shapes]]\nname = "x"\nM = [1, 2]\nN = 3\nK = [4, 5]\ntarget = 50\n')
+    s = suites.load(str(f))
+    assert [str(e.shape) for e in s.entries] == ["1x3x4", "1x3x5", "2x3x4", "2x3x5"]
+    assert s.dtypes == ("fp16",) and {e.target for e in s.entries} == {50} and s.name == "mine"
+    assert [str(e.shape) for e in s.only(["2x3x5"]).entries] == ["2x3x5"]
+    with pytest.raises(GemmlabError, match="--only names shapes that are not in the suite; it has: 1x3x4, 1x3x5"):
+        s.only(["9x9x9"])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[[shapes]]\nM = 1\nN = 2\n", "shape 1 needs M, N and K"),
+    ("[[shapes]]\nM = 1\nN = 2\nK = 3\nbatch = 4\n", "shape 1 has unknown keys batch"),
+    ("[[shapes]]\nM = 0\nN = 2\nK = 3\n", "shape 1: M must be a positive integer, not 0"),
+    ("[[shapes]]\nM = 1\nN = 2\nK = 3\ntarget = 200\n", "shape 1's target is a percentage, not 200"),
+    ('dtypes = ["fp8"]\n[[shapes]]\nM = 1\nN = 2\nK = 3\n', "dtypes is a list of fp32, tf32, fp16, bf16"),
+    ("title = 'none'\n", "no \\[\\[shapes\\]\\]"),
+    ("[[shapes]\n", "suite file .*mine.toml: "),
+])
+def test_suite_file_mistakes_are_named(tmp_path, text, message):
+    f = tmp_path / "mine.toml"
+    f.write_text(text)
+    with pytest.raises(GemmlabError, match=message):
+        suites.load(str(f))
+
+
+def test_an_unknown_suite_names_the_shipped_ones():
+    with pytest.raises(GemmlabError, match="no suite 'nosuch': name one of lab, llm, or a TOML file of shapes"):
+        suites.load("nosuch")
+
+
+def test_random_shapes_are_log_uniform_reproducible_and_fit():
+    a, b = suites.random_shapes(200, 7), suites.random_shapes(200, 7)
+    assert a.entries == b.entries and a.entries != suites.random_shapes(200, 8).entries
+    dims = [d for e in a.entries for d in (e.shape.M, e.shape.N, e.shape.K)]
+    assert min(dims) >= 1 and max(dims) <= suites.RANDOM_MAX
+    # log-uniform: about a third of the draws in each third of the log range (not most of them near 16384)
+    thirds = [sum(1 for d in dims if lo <= math.log(d) / math.log(suites.RANDOM_MAX + 1) < hi)
+              for lo, hi in ((0, 1 / 3), (1 / 3, 2 / 3), (2 / 3, 1.01))]
+    assert all(150 <= t <= 250 for t in thirds), thirds
+    small = suites.random_shapes(50, 7, "bf16", max_bytes=1 << 30)
+    assert all(e.shape.bytes_needed(dtype="bf16") <= 1 << 30 for e in small.entries)
+    with pytest.raises(GemmlabError, match="--random takes a positive number of shapes, not 0"):
+        suites.random_shapes(0, 1)
+
+
+def test_the_summary_is_the_geometric_mean_the_minimum_and_the_share_at_cublas():
+    rows = [{"variant": "spread", "chosen_by": "auto", "x_cublas": 2.0}, {"variant": "cuBLAS", "x_cublas": 1.0},
+            {"variant": "pipelined", "chosen_by": "auto", "x_cublas": 0.5}, {"variant": "cuBLAS", "x_cublas": 1.0},
+            {"variant": "spread", "chosen_by": "auto", "x_cublas": None},
+            {"variant": "tiled", "x_cublas": 1.0}]
+    auto, tiled = suites.summary(rows)
+    assert auto == {"variant": "auto", "shapes": 3, "failed": 1, "geomean": pytest.approx(1.0), "min": 0.5,
+                    "at_or_above": pytest.approx(1 / 3)}
+    assert tiled["variant"] == "tiled" and tiled["at_or_above"] == 1.0 and tiled["geomean"] == 1.0
+
+
+def test_the_roofline_takes_the_input_types_bytes():
+    s = Shape(1, 4096, 4096)
+    assert suites.min_bytes(s, "bf16") == 2 * (4096 + 4096 * 4096) + 4 * 4096
+    assert suites.roofline(s, 989e12, 3.3e12, "bf16")["ai"] == pytest.approx(s.flops / suites.min_bytes(s, "bf16"))
+
+
+@pytest.mark.parametrize("shape, dtype, variant, params, why", [
+    ((4096, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
+    ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 128}, "64 row(s) of C"),
+    ((1, 100000, 64), "bf16", "wgmma", {"BM": 64, "BN": 256}, "64 x 256 tiles"),
+    ((4096, 4096, 4100), "bf16", "mma", {}, "K or N is not a multiple of 8"),
+    ((4096, 4095, 4096), "fp16", "mma", {}, "K or N is not a multiple of 8"),
+    ((4096, 4096, 4096), "tf32", "wgmma_tf32", {}, "TMA and wgmma"),
+    ((4096, 4096, 4098), "tf32", "mma", {}, "not a multiple of 4"),
+])
+def test_auto_for_the_tensor_core_types(shape, dtype, variant, params, why):
+    v, got, how = tuning.choose(gemmlab.catalog(), "some GPU", Shape(*shape), 132, dtype)
+    assert v.name == variant and how.startswith("rule") and why in how
+    assert got.get("DTYPE", dtype) == dtype and all(got[k] == x for k, x in params.items())
+
+
+def test_the_tuning_cache_keeps_each_input_type_apart():
+    s = Shape(1024, 1024, 1024)
+    tuning.save_best("H100", s, {"variant": "mma", "params": {"BM": 256, "DTYPE": "bf16"}, "ms": 1.0, "tflops": 1.0,
+                                 "dtype": "bf16"})
+    assert tuning.cached("H100", s, "bf16")[1] == "1024x1024x1024 bf16"
+    assert tuning.cached("H100", s) is None and tuning.cached("H100", s, "fp16") is None
+    v, params, how = tuning.choose(gemmlab.catalog(), "H100", s, 132, "bf16")
+    assert v.name == "mma" and params["BM"] == 256 and how.startswith("tuning cache (1024x1024x1024 bf16")
+    assert tuning.choose(gemmlab.catalog(), "H100", s)[0].name == "spread"  # FP32 still by the rule
+
+
+def test_suite_random_runs_auto_in_every_type_and_sums_it_up(fake_gpu):
+    r = invoke("suite", "--random", 3, "--seed", 11, "--dtype", "bf16", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    drawn = [str(e.shape) for e in suites.random_shapes(3, 11, "bf16").entries]
+    assert doc["seed"] == 11 and doc["dtype"] == "bf16" and doc["suite"]["name"] == "random"
+    assert [x["shape"] for x in doc["rows"] if x["variant"] == "cuBLAS"] == drawn
+    autos = [x for x in doc["rows"] if x.get("chosen_by") == "auto"]
+    assert len(autos) == 3 and all(x["dtype"] == "bf16" for x in autos)
+    (summary,) = doc["summary"]
+    assert summary["variant"] == "auto" and summary["shapes"] == 3
+    table = invoke("suite", "--random", 3, "--seed", 11, "--dtype", "bf16")
+    assert table.exit_code == 0 and "geomean x cuBLAS" in table.stdout and "seed 11" in table.stdout
+
+
+def test_suite_llm_and_its_mistakes(fake_gpu):
+    r = invoke("suite", "--shapes", "llm", "--only", "16x4096x4096,1x4096x14336", "--dtype", "fp16", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {x["shape"] for x in doc["rows"]} == {"16x4096x4096", "1x4096x14336"} and doc["dtype"] == "fp16"
+    assert {x["shape_name"] for x in doc["rows"]} == {"8B o", "8B down"}
+    r = invoke("suite", "--random", 2, "--shapes", "llm")
+    assert r.exit_code == 1 and "--random draws its own shapes; it does not take --shapes" in r.output
+    r = invoke("suite", "--variants", "tiled", "--dtype", "bf16", "--only", "256x256x256")
+    assert r.exit_code == 1 and "variant 'tiled' runs fp32, not bf16" in r.output
