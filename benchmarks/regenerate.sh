@@ -9,7 +9,7 @@
 # table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
 # ladder at those sizes only.
 set -euo pipefail
-what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|tune|scaling|occupancy|profile|faults|all DIR [PREFIX]}
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
 p=${3:-h100}
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
@@ -75,6 +75,12 @@ sweeps() {  # the suite's small shapes: the sweeps whose winners (--save-best) k
 
 suite() {  # the lab's 12 shapes with auto (the shipped tuning table) and cuBLAS, on the roofline (docs/journal.md)
     keep suite --rounds 3 --out "$dir/$p-suite.json" --plot "$dir/$p-roofline.png"
+}
+
+anyshape() {  # auto against cuBLAS on shapes nobody tuned for: 40 drawn at random (a seed drawn now, kept in
+    # the file) in FP32 and BF16, and Llama-3's projections in BF16 (docs/journal.md, "Any shape, any type")
+    for t in fp32 bf16; do keep suite --random 40 --dtype "$t" --rounds 3 --out "$dir/$p-random-$t.json"; done
+    keep suite --shapes llm --dtype bf16 --rounds 3 --out "$dir/$p-llm-bf16.json"
 }
 
 tune() {  # the sweeps that chose the rungs' defaults (docs/ladder.md, docs/journal.md)
@@ -145,7 +151,7 @@ faults() {  # a crash, a hang, a race and an overrun, with the broken templates 
 }
 
 case "$what" in
-    all) for w in ladder tensor versus sweeps suite tune scaling occupancy profile faults; do "$w"; done ;;
-    ladder|tensor|versus|sweeps|suite|tune|scaling|occupancy|profile|faults) "$what" ;;
+    all) for w in ladder tensor versus sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
+    ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults) "$what" ;;
     *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
 esac
