@@ -120,7 +120,7 @@ def random_shapes(n: int, seed: int, dtype: str = "fp32", max_bytes: int = RANDO
         shape = Shape(m, nn, k)
         if shape.bytes_needed(dtype=dtype) <= max_bytes:
             entries.append(Entry(shape))
-    return Suite("random", f"{n} shapes drawn log-uniformly from 1..{RANDOM_MAX} (seed {seed})",
+    return Suite("random", f"{n} shapes drawn log-uniformly from 1..{RANDOM_MAX}",
                  tuple(entries), (dtype,), f"random, seed {seed}")
 
 

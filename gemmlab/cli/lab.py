@@ -50,9 +50,7 @@ def suite(ctx, variants, shapes, random_, only, dtype, reps, rounds, seed, timeo
                        shapes=shapes, random=random_, dtype=dtype, reps=reps, rounds=rounds, seed=seed,
                        timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter)
     doc = rs.to_json()
-    _print_rows(doc, doc["rows"], fmt, rs.table)
-    if fmt == "table":
-        out().print(tables.suite_summary_table(doc))
+    _print_rows(doc, doc["rows"], fmt, rs.table)  # the table, and the summary per variant under it
     _plot("roofline_plot", doc, plot_path)
     for r in rs.failures:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(records.failure_text(r))}",
