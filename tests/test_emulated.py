@@ -1,8 +1,8 @@
 """Without a GPU: the FP32 kernels written in plain CUDA (no inline PTX but cp.async; a workspace and a
-second kernel allowed) run on the CPU, one std::thread per CUDA thread (tests/emulate/), and must compute
-A @ B on odd shapes and write every element of C. This checks a kernel's indexing, bounds and barriers, not
-its speed, and not what only a GPU does (memory alignment, races the barriers would hide, a cp.async
-read before its wait: the emulator copies at once)."""
+second kernel allowed) run on the CPU, one fiber per CUDA thread taking turns at the barriers
+(tests/emulate/), and must compute A @ B on odd shapes and write every element of C. This checks a kernel's
+indexing, bounds and barriers, not its speed, and not what only a GPU does (memory alignment, races the
+barriers would hide, a cp.async read before its wait: the emulator copies at once)."""
 
 import re
 import shutil
@@ -53,19 +53,24 @@ def plain(v) -> bool:
 PLAIN = [v.name for v in gemmlab.catalog().ladder() if plain(v)]
 
 
+def build(tmp_path, source: str, defines=()):
+    """The emulator (tests/emulate/main.cpp) built around the kernel `source`."""
+    (tmp_path / "kernel.cu").write_text(source)
+    exe = tmp_path / "kernel"
+    r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", f"-I{HARNESS}", f"-I{tmp_path}", *defines,
+                        '-DKERNEL="kernel.cu"', "-o", str(exe), str(HARNESS / "main.cpp")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return exe
+
+
 def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
     """{shape: (relative error, elements of C not written)}; `edit` replaces text in the kernel first.
     A kernel that counts its blocks across launches (split K, kernels/lib/split.j2) is launched twice, C
     poisoned before each, and must be right the second time too."""
     source = emulable(render(v, params).source.replace(*edit))
     launches = 2 if "split_arrive(" in source else 1
-    (tmp_path / "kernel.cu").write_text(source)
-    exe = tmp_path / "kernel"
     geo = v.geometry(params, *shapes[0])  # whether there is a workspace and a second kernel: the same for any shape
-    defines = ["-DWORKSPACE"] * bool(geo.workspace) + ["-DREDUCE"] * (geo.reduce_grid is not None)
-    r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-pthread", f"-I{HARNESS}", f"-I{tmp_path}", *defines,
-                        '-DKERNEL="kernel.cu"', "-o", str(exe), str(HARNESS / "main.cpp")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
+    exe = build(tmp_path, source, ["-DWORKSPACE"] * bool(geo.workspace) + ["-DREDUCE"] * (geo.reduce_grid is not None))
     results = {}
     for shape in shapes:
         geo = v.geometry(params, *shape)
@@ -154,6 +159,19 @@ def test_the_emulator_catches_a_wrong_kernel(tmp_path):
     assert err > 1e-3 and unwritten == 0
 
 
+
+@pytest.mark.parametrize("bug", [
+    ("__syncthreads();  // the tiles are complete", ";  // the tiles are complete"),  # reads a tile before it is stored
+    ("* Bs[k][tx];\n        __syncthreads();", "* Bs[k][tx];\n        ;"),  # stores the next tile over one still read
+])
+def test_the_emulator_catches_a_missing_barrier(tmp_path, bug):
+    """The threads of a block run one after another from barrier to barrier, so a thread with no barrier
+    to stop it reads shared memory the others have not written yet, or writes over what they still read."""
+    v = gemmlab.catalog().get("tiled")
+    assert render(v).source.count(bug[0]) == 1
+    (err, unwritten), = emulate(tmp_path, v, v.defaults(), [(17, 33, 65)], edit=bug).values()
+    assert err > 1e-3 and unwritten == 0
+
 @pytest.mark.parametrize("name", ["spread", "skinny_async"])
 def test_the_emulator_catches_split_k_not_zeroing_c(tmp_path, name):
     """Split K adds into C, which the kernel zeroes itself (kernels/lib/split.j2): with the zeroing taken out,
@@ -164,3 +182,19 @@ def test_the_emulator_catches_split_k_not_zeroing_c(tmp_path, name):
     assert bug[0] in render(v, params).source
     (err, unwritten), = emulate(tmp_path, v, params, [(17, 33, 65)], edit=bug).values()
     assert unwritten > 0
+
+
+def test_a_block_whose_threads_never_meet_ends_the_run(tmp_path):
+    """A thread that leaves before a barrier the others wait at: the emulator says so and stops, instead of
+    hanging until the test's timeout."""
+    exe = build(tmp_path, """extern "C" __global__ void gemm(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    if (threadIdx.x == 5)
+        return;
+    __syncthreads();
+    C[threadIdx.x] = 0.f;
+}
+""")
+    out = subprocess.run([str(exe), *map(str, [1, 64, 1, 1, 1, 1, 64, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1])],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3 and "deadlock: in block (0, 0, 0), 63 threads wait at barriers" in out.stderr, out

@@ -9,30 +9,79 @@
 #include "shim.h"
 #include KERNEL
 
-// Every block of the grid, one after another; each block one std::thread per CUDA thread.
+// What every fiber of a grid runs: the kernel call, behind a plain function pointer (no <functional>).
+void (*kernel_call)(void*);
+void* kernel_args;
+void fiber_main()
+{
+    kernel_call(kernel_args);
+    current->done = true;
+    progress = true;
+}  // and on to uc_link: the scheduler
+
+// Every block of the grid, one after another; each block one fiber per CUDA thread, run in turns in
+// thread order until all of them have ended (shim.h). A block whose live threads all wait at barriers
+// that none of the others will reach ends the run (exit status 3) instead of hanging.
 template <class Kernel>
 void run_grid(dim3 grid, dim3 block, Kernel kernel)
 {
+    constexpr size_t STACK = 256 << 10;  // a kernel's locals are a few KB; untouched pages cost nothing
+    static char* stacks[1024];  // one per thread of a block, kept for the next block and grid
+    static Fiber fibers[1024];
     gridDim = grid;
     blockDim = block;
+    kernel_call = [](void* k) { (*static_cast<Kernel*>(k))(); };
+    kernel_args = &kernel;
     const unsigned T = block.x * block.y * block.z;
+    if (T == 0 || T > 1024) {
+        fprintf(stderr, "a block of %u threads\n", T);
+        exit(2);
+    }
+    for (unsigned t = 0; t < T; ++t)
+        if (!stacks[t])
+            stacks[t] = static_cast<char*>(malloc(STACK));
     for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
             for (unsigned x = 0; x < grid.x; ++x) {
                 blockIdx = {x, y, z};
-                block_barrier = std::make_unique<std::barrier<>>(T);
-                warp_barriers.clear();
+                block_barrier = Barrier{T};
                 for (unsigned w = 0; w < (T + 31) / 32; ++w)
-                    warp_barriers.push_back(std::make_unique<std::barrier<>>(min(32u, T - 32 * w)));
-                std::vector<std::thread> threads;
-                for (unsigned t = 0; t < T; ++t)
-                    threads.emplace_back([&, t] {
-                        threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-                        kernel();
-                    });
-                for (auto& t : threads)
-                    t.join();
+                    warp_barriers[w] = Barrier{min(32u, T - 32 * w)};
+                for (unsigned t = 0; t < T; ++t) {
+                    Fiber& f = fibers[t];
+                    f.tid = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+                    f.done = false;
+                    getcontext(&f.ctx);
+                    f.ctx.uc_stack.ss_sp = stacks[t];
+                    f.ctx.uc_stack.ss_size = STACK;
+                    f.ctx.uc_link = &scheduler;
+                    makecontext(&f.ctx, fiber_main, 0);
+                }
+                for (unsigned live = T; live;) {
+                    progress = false;
+                    live = 0;
+                    for (unsigned t = 0; t < T; ++t)
+                        if (!fibers[t].done) {
+                            current = &fibers[t];
+                            threadIdx = current->tid;
+                            swapcontext(&scheduler, &current->ctx);
+                            live += !current->done;
+                        }
+                    if (live && !progress) {
+                        fprintf(stderr, "deadlock: in block (%u, %u, %u), %u threads wait at barriers the others never reach\n",
+                                x, y, z, live);
+                        exit(3);
+                    }
+                }
             }
+}
+
+float* filled(size_t n, float value)
+{
+    float* p = static_cast<float*>(malloc(max(n, size_t(1)) * sizeof(float)));
+    for (size_t i = 0; i < n; ++i)
+        p[i] = value;
+    return p;
 }
 
 int main(int argc, char** argv)
@@ -44,20 +93,22 @@ int main(int argc, char** argv)
         a[i] = atoi(argv[i + 1]);
     const int M = a[0], N = a[1], K = a[2];
     const dim3 grid = {unsigned(a[3]), unsigned(a[4]), unsigned(a[5])}, block = {unsigned(a[6]), unsigned(a[7]), unsigned(a[8])};
-    std::vector<float> A(size_t(M) * K), B(size_t(K) * N), C(size_t(M) * N, a[9] ? 0.0f : NAN), W(size_t(a[10]), NAN);
+    const size_t sizeA = size_t(M) * K, sizeB = size_t(K) * N, sizeC = size_t(M) * N;
+    float *A = filled(sizeA, 0), *B = filled(sizeB, 0), *C = filled(sizeC, 0), *W = filled(size_t(a[10]), NAN);
     srand(1);
-    for (auto& x : A) x = rand() / float(RAND_MAX) - 0.5f;
-    for (auto& x : B) x = rand() / float(RAND_MAX) - 0.5f;
+    for (size_t i = 0; i < sizeA; ++i) A[i] = rand() / float(RAND_MAX) - 0.5f;
+    for (size_t i = 0; i < sizeB; ++i) B[i] = rand() / float(RAND_MAX) - 0.5f;
     for (int launch = 0; launch < a[17]; ++launch) {
-        std::fill(C.begin(), C.end(), a[9] ? 0.0f : NAN);
+        for (size_t i = 0; i < sizeC; ++i)
+            C[i] = a[9] ? 0.0f : NAN;
 #ifdef WORKSPACE
-        run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K, W.data()); });
+        run_grid(grid, block, [&] { gemm(A, B, C, M, N, K, W); });
 #else
-        run_grid(grid, block, [&] { gemm(A.data(), B.data(), C.data(), M, N, K); });
+        run_grid(grid, block, [&] { gemm(A, B, C, M, N, K); });
 #endif
 #ifdef REDUCE
         run_grid({unsigned(a[11]), unsigned(a[12]), unsigned(a[13])}, {unsigned(a[14]), unsigned(a[15]), unsigned(a[16])},
-                 [&] { reduce(W.data(), C.data(), M, N, K); });
+                 [&] { reduce(W, C, M, N, K); });
 #endif
     }
     double err = 0, norm = 0;

@@ -1,40 +1,61 @@
-// Just enough CUDA to run a plain kernel on the CPU: one std::thread per CUDA thread of a block,
-// the blocks one after another. __shared__ arrays become function statics (one copy, seen by every
-// thread), `extern __shared__` memory is the array `smem` below, and __syncthreads/__syncwarp are
-// std::barriers. cp.async copies (rewritten by the test into calls of cp_async_now) happen at once,
-// so a missing wait goes unseen here. What a kernel computes is checked; how fast it would run is not.
-#include <algorithm>
-#include <atomic>
-#include <barrier>
+// Just enough CUDA to run a plain kernel on the CPU: each CUDA thread of a block is a fiber (ucontext), the
+// blocks one after another. A fiber runs until it waits at a barrier (__syncthreads, __syncwarp) or ends,
+// then the next one runs, in thread order: one OS thread, no locks, so threads meeting at a barrier cost
+// a few context switches in user space instead of a round of futex wake-ups (one std::thread per CUDA
+// thread made the skinny rungs' tests take 10-60 s each). __shared__ arrays become function statics (one
+// copy, seen by every thread), `extern __shared__` memory is the array `smem` below. cp.async copies
+// (rewritten by the test into calls of cp_async_now) happen at once, so a missing wait goes unseen here.
+// What a kernel computes is checked; how fast it would run is not. Only C headers and no STL: the
+// emulator is compiled once per kernel, and <thread>, <barrier>, <vector> and the like took most of it.
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <thread>
-#include <vector>
-using std::max;
-using std::min;
+#include <ucontext.h>
+
+template <class T> inline T min(T a, T b) { return b < a ? b : a; }
+template <class T> inline T max(T a, T b) { return a < b ? b : a; }
 
 struct dim3 { unsigned x, y, z; };
-thread_local dim3 threadIdx;
-dim3 blockIdx, blockDim, gridDim;
+dim3 threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's (run_grid sets it)
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
-std::unique_ptr<std::barrier<>> block_barrier;
-std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+// The fibers of the block that runs (run_grid in main.cpp), and the scheduler's context they yield to.
+struct Fiber { ucontext_t ctx; dim3 tid; bool done; };
+Fiber* current;
+ucontext_t scheduler;
+bool progress;  // a fiber arrived at a barrier or ended since the scheduler last looked
+inline void yield_now() { swapcontext(&current->ctx, &scheduler); }
+
+// A barrier of `expected` fibers: the last to arrive opens it and goes on; the others yield until it opens.
+struct Barrier {
+    unsigned expected = 0, arrived = 0, phase = 0;
+    void arrive_and_wait()
+    {
+        progress = true;
+        const unsigned mine = phase;
+        if (++arrived == expected) {
+            arrived = 0;
+            ++phase;
+            return;
+        }
+        while (phase == mine)
+            yield_now();
+    }
+};
+Barrier block_barrier;
+Barrier warp_barriers[32];  // a block has at most 1024 threads
 inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
-inline void __syncthreads() { block_barrier->arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { warp_barriers[linear_thread() / 32]->arrive_and_wait(); }
-inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
-inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
-inline void store_release_now(unsigned* p, unsigned v) { std::atomic_ref<unsigned>(*p).store(v, std::memory_order_release); }
-inline unsigned load_acquire_now(const unsigned* p)
-{
-    return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_acquire);
-}
+inline void __syncthreads() { block_barrier.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { warp_barriers[linear_thread() / 32].arrive_and_wait(); }
+
+// One fiber runs at a time and none is interrupted between two barriers: plain reads and writes are atomic.
+inline float atomicAdd(float* p, float v) { const float old = *p; *p = old + v; return old; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { const unsigned old = *p; *p = old + v; return old; }
+inline void store_release_now(unsigned* p, unsigned v) { *p = v; }
+inline unsigned load_acquire_now(const unsigned* p) { return *p; }
 // A warp shuffle: each lane posts its value, the warp meets, each reads its partner's, the warp meets again.
 float shuffle_board[32][32];  // [warp][lane]
 inline float __shfl_xor_sync(unsigned, float v, int mask)
