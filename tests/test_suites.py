@@ -141,3 +141,13 @@ def test_suite_llm_and_its_mistakes(fake_gpu):
     assert r.exit_code == 1 and "--random draws its own shapes; it does not take --shapes" in r.output
     r = invoke("suite", "--variants", "tiled", "--dtype", "bf16", "--only", "256x256x256")
     assert r.exit_code == 1 and "variant 'tiled' runs fp32, not bf16" in r.output
+
+
+def test_report_shows_a_saved_suite_with_its_summary(fake_gpu, tmp_path):
+    out = tmp_path / "s.json"
+    assert invoke("suite", "--random", 2, "--seed", 3, "--out", out).exit_code == 0
+    table = invoke("report", out)
+    assert table.exit_code == 0 and "geomean x cuBLAS" in table.stdout and "suite random on Fake H100" in table.stdout
+    md = invoke("report", "--markdown", out).stdout
+    assert "| variant | shapes | failed | geomean x cuBLAS | min x cuBLAS | at or above 1.00x |" in md
+    assert "| auto | 2 | 0 |" in md

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..results.records import failure_text, params_text
 from .fit import fmt, speedup_text
-from .tables import (occupancy_table, scaling_table, suite_table)
+from .tables import (occupancy_table, scaling_table, suite_view)
 
 
 def findings_markdown(found: dict) -> str:
@@ -27,6 +27,12 @@ def suite_markdown(doc: dict) -> str:
         tflops = fmt(r["tflops"], ".2f") if r["status"] == "PASS" else f"**{r['status']}**"
         lines.append(f"| {r['shape']} | {r['variant']} | {tflops} | {fmt(r['pct_peak'], '.1f')} | {r['ai']:.1f} | "
                      f"{r['bound']} | {fmt(r['pct_bound'], '.1f')} | {fmt(r['x_cublas'], '.2f')} | {target} |")
+    if doc.get("summary"):  # per variant over the shapes
+        lines += ["", "| variant | shapes | failed | geomean x cuBLAS | min x cuBLAS | at or above 1.00x |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {x['variant']} | {x['shapes']} | {x['failed']} | {fmt(x['geomean'], '.3f')} | "
+                  f"{fmt(x['min'], '.3f')} | {fmt(x['at_or_above'] and 100 * x['at_or_above'], '.0f')}% |"
+                  for x in doc["summary"]]
     return "\n".join(lines)
 
 
@@ -55,7 +61,7 @@ def occupancy_markdown(doc: dict) -> str:
 
 
 # Saved documents of the commands whose rows are not a ladder's: `gemmlab report` shows them as the command did.
-VIEWS = {"suite": (suite_table, suite_markdown), "scaling": (scaling_table, scaling_markdown),
+VIEWS = {"suite": (suite_view, suite_markdown), "scaling": (scaling_table, scaling_markdown),
          "occupancy": (occupancy_table, occupancy_markdown)}
 
 

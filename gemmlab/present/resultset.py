@@ -109,10 +109,7 @@ class ResultSet:
     def table(self):
         """The CLI's table for these rows (a rich renderable that fits its console's width)."""
         if self.command == "suite":
-            from rich.console import Group
-            doc = self.to_json()
-            return Group(tables.suite_table(doc), tables.suite_summary_table(doc)) if doc.get("summary") \
-                else tables.suite_table(doc)
+            return tables.suite_view(self.to_json())
         if self.command == "scaling":
             return tables.scaling_table(self.to_json())
         return tables.results_table(self.to_dicts(), tables.title_for(self.to_json()),

@@ -199,6 +199,14 @@ SUMMARY_COLUMNS = [
 ]
 
 
+def suite_view(doc: dict):
+    """A suite as `suite` prints it: the table, and under it the summary per variant (if it has one)."""
+    if not doc.get("summary"):
+        return suite_table(doc)
+    from rich.console import Group
+    return Group(suite_table(doc), suite_summary_table(doc))
+
+
 def suite_summary_table(doc: dict) -> FitTable:
     """Per variant over the suite's shapes: geometric mean and minimum of x cuBLAS, share at or above it."""
     suite = doc.get("suite") or {}
