@@ -72,7 +72,8 @@ def load(spec: str) -> Suite:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise GemmlabError(f"suite file {path}: {e}") from None
-    return parse(data, path.stem, str(path))
+    from .results.records import source_label  # results get committed and shared: no machine's directories
+    return parse(data, path.stem, source_label(str(path.resolve())))
 
 
 def parse(data: dict, name: str, source: str) -> Suite:

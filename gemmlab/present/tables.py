@@ -181,11 +181,9 @@ def suite_table(doc: dict) -> FitTable:
     dev = doc.get("device", {})
     rows = doc["rows"]
     dtype = doc.get("dtype", "fp32")
-    peak = (dev.get("peak_tflops") or {}).get(dtype) or dev.get("peak_fp32_tflops", 0)
     name = (doc.get("suite") or {}).get("name", "")
-    return FitTable(f"suite {name}{'' if dtype == 'fp32' else ' ' + dtype} on {dev.get('name', '?')} "
-                    f"({dtype.upper()} peak {peak:.1f} TFLOP/s, copy {doc.get('bandwidth_tbs', 0):.2f} TB/s) · "
-                    f"{doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
+    return FitTable(f"suite {name}{'' if dtype == 'fp32' else ' ' + dtype} on {dev.get('name', '?')}{peak_text(doc)}, "
+                    f"copy {doc.get('bandwidth_tbs', 0):.2f} TB/s · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
                     SUITE_COLUMNS, rows, end_section=lambda i: rows[i]["variant"] == "cuBLAS")
 
 
@@ -374,15 +372,27 @@ def resources_table(row: dict) -> FitTable:
     return FitTable(f"{row['variant']} {params_text(row['params'])} for {row['arch']}", RESOURCE_COLUMNS, facts)
 
 
+def peak_text(doc: dict) -> str:
+    """The peak "% peak" is of, the clock it assumes, and the SM clock NVML measured while the rows were
+    timed (the median of their medians): under the power cap the clock, and so the real ceiling, moves."""
+    dev, dtype = doc.get("device", {}), doc.get("dtype", "fp32")
+    peak = (dev.get("peak_tflops") or {}).get(dtype) or (dev.get("peak_fp32_tflops") if dtype == "fp32" else None)
+    if not peak:
+        return ""
+    text = f"{dtype.upper()} peak {peak:.1f} TFLOP/s" + (f" at {dev['clock_khz'] / 1e3:.0f} MHz" if dev.get("clock_khz") else "")
+    measured = sorted(r["clocks"]["sm_mhz"][1] for r in doc.get("rows", []) if r.get("clocks"))
+    if measured:
+        text += f"; SM clock measured {measured[len(measured) // 2]:.0f} MHz"
+    return f" ({text})"
+
+
 def title_for(doc: dict) -> str:
     dev = doc.get("device", {})
     shape = doc.get("shape", {})
     s = f"{shape.get('M')}x{shape.get('N')}x{shape.get('K')}" if shape else ""
     dtype = doc.get("dtype", "fp32")
-    peak = (dev.get("peak_tflops") or {}).get(dtype) or (dev.get("peak_fp32_tflops") if dtype == "fp32" else None)
     return (f"{doc.get('command', '')} {s}{'' if dtype == 'fp32' else ' ' + dtype} on {dev.get('name', '?')}"
-            + (f" ({dtype.upper()} peak {peak:.1f} TFLOP/s)" if peak else "")
-            + f" · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}")
+            + peak_text(doc) + f" · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}")
 
 
 def error_map(r: dict) -> Text:
