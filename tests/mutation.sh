@@ -29,11 +29,22 @@ declare -A TESTS=(
   [results/records]="tests/test_records.py tests/test_report.py tests/test_device_math.py"
   [templates]="tests/test_templates.py tests/test_sandbox.py tests/test_sweep.py"
   [render]="tests/test_render.py tests/test_sandbox.py"
+  [results/check]="tests/test_check.py tests/test_records.py tests/test_device_math.py"
+  [results/history]="tests/test_history.py tests/test_flow.py tests/test_api.py"
+  [results/tuning]="tests/test_sweep.py tests/test_suites.py tests/test_flow.py"
+  [kernel]="tests/test_kernel.py tests/test_flow.py tests/test_api.py"
+  [files]="tests/test_history.py tests/test_check.py tests/test_sweep.py tests/test_api.py tests/test_usability.py"
 )
 declare -A KEEP=(
   [templates]="not regular_install and not shipped_winners and not plots_from_recorded"
   [grid]="not plots_from_recorded and not shipped_winners"
   [render]="not every_config_renders_clean"
+  [results/tuning]="not plots_from_recorded"
+)
+# mutmut stops a mutant's tests after (their usual time + 1 s) x this (its default: 15). worker.py's
+# mutants that break the time limit make a test wait until then: a hang is caught in a few seconds.
+declare -A TIMEOUT=(
+  [worker]=3
 )
 # Of results/records.py only the functions that derive a row's numbers and verdict are scored.
 declare -A FUNCTIONS=(
@@ -42,7 +53,7 @@ declare -A FUNCTIONS=(
 
 command -v mutmut >/dev/null || { echo "mutmut is not installed: python3 -m pip install -e \".[mutation]\"" >&2; exit 2; }
 modules=("$@")
-[ ${#modules[@]} -gt 0 ] || modules=(grid worker results/metrics results/records templates render)
+[ ${#modules[@]} -gt 0 ] || modules=(grid worker results/metrics results/records results/check results/history results/tuning kernel files templates render)
 mkdir -p "$WORK"
 
 for m in "${modules[@]}"; do
@@ -70,6 +81,7 @@ for m in "${modules[@]}"; do
     echo "    -x"
     echo "    -q"
     if [ -n "$keep" ]; then echo "    -k"; echo "    $keep"; fi
+    [ -z "${TIMEOUT[$m]:-}" ] || echo "timeout_multiplier = ${TIMEOUT[$m]}"
     echo "also_copy ="
     for p in kernels tests benchmarks examples README.md; do echo "    $p"; done
   } > "$dir/setup.cfg"
