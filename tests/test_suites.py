@@ -96,6 +96,7 @@ def test_the_roofline_takes_the_input_types_bytes():
     ((128, 8192, 8192), "bf16", "wgmma", {"BM": 64, "BN": 64}, "128 row(s) of C: 64 x 64 tiles (256 of them)"),
     ((1, 10240, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128}, "64 x 128 tiles (80 of them)"),
     ((129, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
+    ((128, 14336, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
     ((4096, 4096, 4100), "bf16", "mma", {}, "K or N is not a multiple of 8"),
     ((4096, 4095, 4096), "fp16", "mma", {}, "K or N is not a multiple of 8"),
     ((4096, 4096, 4096), "tf32", "wgmma_tf32", {}, "TMA and wgmma"),
