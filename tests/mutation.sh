@@ -83,7 +83,7 @@ for m in "${modules[@]}"; do
     if [ -n "$keep" ]; then echo "    -k"; echo "    $keep"; fi
     [ -z "${TIMEOUT[$m]:-}" ] || echo "timeout_multiplier = ${TIMEOUT[$m]}"
     echo "also_copy ="
-    for p in kernels tests benchmarks examples README.md; do echo "    $p"; done
+    for p in kernels tests benchmarks examples docs README.md; do echo "    $p"; done
   } > "$dir/setup.cfg"
   echo "== gemmlab/$m.py against ${TESTS[$m]}${keep:+ (-k $keep)}"
   start=$(date +%s)
