@@ -81,7 +81,7 @@ def _scaling_doc():
 
 
 def test_scaling_plot_and_table(tmp_path):
-    from gemmlab.present import markdown, tables
+    from gemmlab.present import lab_tables, markdown
     from gemmlab.present.plots import scaling_plot
     out = tmp_path / "s.png"
     scaling_plot(_scaling_doc(), out)
@@ -89,7 +89,7 @@ def test_scaling_plot_and_table(tmp_path):
     md = markdown.scaling_markdown(_scaling_doc())
     assert md.splitlines()[0] == "| N | pipelined | cuBLAS | numpy (CPU) | tiled |"
     assert "| 256 | 5,000 | 6,000 | 100 | FAIL |" in md and "| 1024 | 20,000 | 24,000 | 400 | - |" in md
-    assert tables.scaling_table(_scaling_doc()).row_count == 10
+    assert lab_tables.scaling_table(_scaling_doc()).row_count == 10
 
 
 def test_scaling_bad_sizes():

@@ -244,10 +244,10 @@ def test_suite_rows_say_bound_and_target():
     assert big["pct_bound"] == pytest.approx(100 * 38 / 66.9) and big["met"] is True
     assert big["x_cublas"] == pytest.approx(38 / 45) and big_cublas["met"] is None
     assert gemv["bound"] == "memory" and gemv["pct_bound"] == pytest.approx(100 * 0.5e12 / (gemv["ai"] * 2.93e12))
-    from gemmlab.present import markdown, tables
+    from gemmlab.present import lab_tables, markdown
     md = markdown.suite_markdown(doc)
     assert "| 3072x3072x3072 | splitk | 38.00 |" in md and "40% met" in md
-    assert tables.suite_table(doc).row_count == 4
+    assert lab_tables.suite_table(doc).row_count == 4
 
 
 def test_roofline_plot_is_a_png(tmp_path):

@@ -11,7 +11,7 @@ from ..api import catalog
 from ..errors import GemmlabError
 from ..files import new_file
 from ..jobs import DEFAULT_TIMEOUT_S
-from ..present import tables
+from ..present import lab_tables
 from ..results import records
 from ..templates import show_value
 from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, cli, dtype_option, err,
@@ -103,7 +103,7 @@ def occupancy(plot_path, as_json, as_csv):
         r.update(gbs=r["bandwidth"] / 1e9, pct_of_best=100 * r["bandwidth"] / peak)
     law = occ.littles_law(rows, dev.sms, peak)
     doc = dict(records.meta("occupancy", dev), rows=rows, littles_law=law)
-    _print_rows(doc, rows, fmt, lambda: tables.occupancy_table(doc))
+    _print_rows(doc, rows, fmt, lambda: lab_tables.occupancy_table(doc))
     if fmt == "table" and law:
         out().print(f"Little's law: at 1 warp per SM each warp has {occ.BYTES_IN_FLIGHT_PER_WARP} bytes in flight, so the "
                     f"memory latency is about {law['latency_ns']:.0f} ns; {peak / 1e12:.2f} TB/s then needs "
@@ -137,4 +137,4 @@ def profile_cmd(name, tile, reg, raw_params, size, m, n, k, dtype, as_json, as_c
     found.update(variant=v.name, params=params, shape={"M": shape.M, "N": shape.N, "K": shape.K})
     _print_rows(found, found["metrics"] + [dict(metric="stall: " + s["reason"], value=s["cycles_per_instruction"],
                                                 unit="cycles/instruction") for s in found["stalls"]],
-                fmt, lambda: tables.profile_table(found))
+                fmt, lambda: lab_tables.profile_table(found))

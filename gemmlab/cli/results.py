@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 import click
-from ..present import markdown, tables
+from ..present import lab_tables, markdown, tables
 
 from ..api import catalog
 from ..errors import GemmlabError
@@ -41,7 +41,7 @@ def report_cmd(files, as_markdown, versus, as_json, as_csv):
         if _is_device(doc) or _is_profile(doc):
             if as_markdown:
                 raise GemmlabError("--markdown is for results tables; a device or profile file has none")
-            out().print(tables.device_table(doc) if _is_device(doc) else tables.profile_table(doc))
+            out().print(tables.device_table(doc) if _is_device(doc) else lab_tables.profile_table(doc))
         elif "findings" in doc:  # a `run --sanitize --json` document
             click.echo(markdown.findings_markdown(doc)) if as_markdown else out().print(tables.findings_table(doc))
         elif doc.get("command") in markdown.VIEWS:  # suite, scaling, occupancy: their own columns

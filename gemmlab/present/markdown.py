@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..results.records import failure_text, params_text
 from .fit import fmt, speedup_text
-from .tables import (occupancy_table, scaling_table, suite_view)
+from .lab_tables import occupancy_table, scaling_table, suite_view
 
 
 def findings_markdown(found: dict) -> str:

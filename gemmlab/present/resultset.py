@@ -19,7 +19,7 @@ from rich.console import Console
 
 from ..errors import GemmlabError
 from ..results.records import BAD
-from . import tables
+from . import lab_tables, tables
 
 
 HTML_WIDTH = 300  # columns of a table in a notebook: every column shows (the cell scrolls sideways)
@@ -109,9 +109,9 @@ class ResultSet:
     def table(self):
         """The CLI's table for these rows (a rich renderable that fits its console's width)."""
         if self.command == "suite":
-            return tables.suite_view(self.to_json())
+            return lab_tables.suite_view(self.to_json())
         if self.command == "scaling":
-            return tables.scaling_table(self.to_json())
+            return lab_tables.scaling_table(self.to_json())
         return tables.results_table(self.to_dicts(), tables.title_for(self.to_json()),
                                     speedups=self.command == "compare")
 
