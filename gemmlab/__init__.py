@@ -1,7 +1,8 @@
 """gemmlab: a runtime-compiled GEMM kernel playground.
 
 The commands as functions (the CLI calls the same ones; each returns a ResultSet): run, compare,
-sweep, suite, scaling; and show, history. See docs/api.md.
+sweep, suite, scaling; and show, history. See docs/api.md. In a notebook, `%load_ext gemmlab` adds the
+%gemmlab and %%gemmlab magics (gemmlab/notebook.py, docs/notebook.md).
 
 The pipeline, one module per stage: templates (find, validate) -> render (Jinja) -> compile (NVRTC,
 cached) -> kernel (the configured kernel and its launch plan) -> gpu/ (inputs, the checked launch,
@@ -21,6 +22,12 @@ from .render import Rendered, render  # noqa: E402
 from .compile import Compiled, compile_rendered  # noqa: E402
 from .kernel import Kernel, LaunchPlan, configure  # noqa: E402
 from .api import build, catalog, choose, compare, history, run, scaling, show, suite, sweep  # noqa: E402
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext gemmlab`: the magics of gemmlab/notebook.py (IPython is imported only then)."""
+    from .notebook import load_ipython_extension as load
+    load(ipython)
 
 
 def __getattr__(name):  # the GPU side is imported on first use: `import gemmlab` stays fast and GPU-free

@@ -95,7 +95,7 @@ STAGES = [
     ("present", ["present"]),
     ("run", ["jobs", "worker", "grid", "sanitize", "profile", "suites", "cpu", "watch", "measure"]),
     ("api", ["api"]),
-    ("cli", ["cli", "__main__"]),
+    ("cli", ["cli", "__main__", "notebook"]),
 ]
 
 
