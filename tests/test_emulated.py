@@ -50,7 +50,8 @@ def plain(v) -> bool:
     return "asm" not in emulable(render(v).source) and not geo.tma
 
 
-PLAIN = [v.name for v in gemmlab.catalog().ladder() if plain(v)]
+LADDER = {v.name: v for v in gemmlab.catalog().ladder()}  # read once: the same built-ins each test would read again
+PLAIN = [name for name, v in LADDER.items() if plain(v)]
 
 
 def build(tmp_path, source: str, defines=()):
@@ -90,7 +91,7 @@ def test_the_fp32_ladder_is_emulated():
 
 @pytest.mark.parametrize("name", PLAIN)
 def test_plain_kernels_compute_the_product(tmp_path, name):
-    v = gemmlab.catalog().get(name)
+    v = LADDER[name]
     for shape, (err, unwritten) in emulate(tmp_path, v, v.defaults()).items():
         assert unwritten == 0, f"{name} {shape}: {unwritten} elements of C not written"
         assert err < 1e-5, f"{name} {shape}: relative error {err:.2e}"
@@ -103,7 +104,7 @@ def test_plain_kernels_compute_the_product(tmp_path, name):
     ({"BM": 2, "WARPS": 4, "SPLIT_K": 64}, [(3, 129, 1000), (2, 33, 65)]),  # more slices than K has rows
 ])
 def test_skinny_configurations(tmp_path, params, shapes):
-    v = gemmlab.catalog().get("skinny")
+    v = LADDER["skinny"]
     results = emulate(tmp_path, v, v.resolve(params), shapes)
     assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
 
@@ -134,7 +135,7 @@ def test_skinny_configurations(tmp_path, params, shapes):
     ("skinny_narrow", {"BM": 2, "COLS": 64, "WARPS": 16, "ROWS": 8, "STAGES": 4}, [(3, 130, 1000), (2, 64, 40)]),
 ])
 def test_more_configurations(tmp_path, name, params, shapes):
-    v = gemmlab.catalog().get(name)
+    v = LADDER[name]
     results = emulate(tmp_path, v, v.resolve(params), shapes)
     assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
 
@@ -142,7 +143,7 @@ def test_more_configurations(tmp_path, name, params, shapes):
 def test_the_emulator_sees_a_ring_read_one_stage_off(tmp_path):
     """skinny_async computing on the stage after the one it waited for: the emulator's copies must
     really land in shared memory, stage by stage, for this to fail."""
-    v = gemmlab.catalog().get("skinny_async")
+    v = LADDER["skinny_async"]
     params = v.resolve({"STAGES": 3})
     bug = ("compute_stage(ring + t % 3 *", "compute_stage(ring + (t + 1) % 3 *")
     assert bug[0] in render(v, params).source
@@ -152,7 +153,7 @@ def test_the_emulator_sees_a_ring_read_one_stage_off(tmp_path):
 
 def test_the_emulator_catches_a_wrong_kernel(tmp_path):
     """tiled with its inner loop one step short must fail here, or the tests above prove nothing."""
-    v = gemmlab.catalog().get("tiled")
+    v = LADDER["tiled"]
     bug = ("for (int k = 0; k < 32; ++k)", "for (int k = 0; k < 31; ++k)")
     assert bug[0] in render(v).source
     (err, unwritten), = emulate(tmp_path, v, v.defaults(), [(17, 33, 65)], edit=bug).values()
@@ -167,7 +168,7 @@ def test_the_emulator_catches_a_wrong_kernel(tmp_path):
 def test_the_emulator_catches_a_missing_barrier(tmp_path, bug):
     """The threads of a block run one after another from barrier to barrier, so a thread with no barrier
     to stop it reads shared memory the others have not written yet, or writes over what they still read."""
-    v = gemmlab.catalog().get("tiled")
+    v = LADDER["tiled"]
     assert render(v).source.count(bug[0]) == 1
     (err, unwritten), = emulate(tmp_path, v, v.defaults(), [(17, 33, 65)], edit=bug).values()
     assert err > 1e-3 and unwritten == 0
@@ -176,7 +177,7 @@ def test_the_emulator_catches_a_missing_barrier(tmp_path, bug):
 def test_the_emulator_catches_split_k_not_zeroing_c(tmp_path, name):
     """Split K adds into C, which the kernel zeroes itself (kernels/lib/split.j2): with the zeroing taken out,
     C's poison must survive the additions and fail here."""
-    v = gemmlab.catalog().get(name)
+    v = LADDER[name]
     params = v.resolve({"SPLIT_K": 4} if name == "spread" else {"BM": 2, "SPLIT_K": 4})
     bug = ("p[j] = 0.f;", ";")
     assert bug[0] in render(v, params).source

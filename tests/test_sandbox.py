@@ -7,6 +7,7 @@ have no side effect: every payload that would act tries to create a marker file,
 process being started. The built-in templates render byte for byte as they did without the sandbox.
 """
 
+import functools
 import re
 import sys
 from pathlib import Path
@@ -334,21 +335,29 @@ def test_the_python_api(user_dir, mark):
 
 # ---------------------------------------------------------------------------- the built-in templates
 
-def _unsandboxed(v, params) -> str:
-    """What gemmlab rendered before the sandbox: Jinja's ordinary environment, its default globals."""
-    env = Environment(loader=FileSystemLoader([str(v.path.parent), str(builtin_dir() / "lib"), str(builtin_dir())]),
+@functools.lru_cache(maxsize=None)
+def _plain_environment(directory: Path, limits) -> Environment:
+    """Jinja's ordinary environment, its default globals; one per directory and limits, as gemmlab keeps
+    its sandboxed ones (each template is compiled once, not once per configuration)."""
+    env = Environment(loader=FileSystemLoader([str(directory), str(builtin_dir() / "lib"), str(builtin_dir())]),
                       undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, extensions=[LineTags])
-    env.globals.update(cdiv=cdiv, ctype=C_TYPES.__getitem__, GPC_SLOTS=MAX_SLOTS, **v.limits.names())
+    env.globals.update(cdiv=cdiv, ctype=C_TYPES.__getitem__, GPC_SLOTS=MAX_SLOTS, **limits.names())
+    return env
+
+
+def _unsandboxed(v, params) -> str:
+    """What gemmlab rendered before the sandbox: Jinja's ordinary environment, its default globals."""
     names = dict(params, THREADS=v.threads(params))
-    return _untag(env.get_template(v.path.name).render(**names))[0]
+    return _untag(_plain_environment(v.path.parent, v.limits).get_template(v.path.name).render(**names))[0]
 
 
-BUILTIN = [(v.name, p) for v in discover().ladder() for p in [v.defaults()] + v.sample(limit=8)[:3]]
+LADDER = {v.name: v for v in discover().ladder()}  # read once: the same built-ins each test would read again
+BUILTIN = [(name, p) for name, v in LADDER.items() for p in [v.defaults()] + v.sample(limit=8)[:3]]
 
 
 @pytest.mark.parametrize("name,params", BUILTIN, ids=[f"{n}-{i}" for i, (n, _) in enumerate(BUILTIN)])
 def test_builtin_templates_render_byte_for_byte_as_without_the_sandbox(name, params):
-    v = discover().get(name)
+    v = LADDER[name]
     source = render(v, params).source
     assert source.split("\n", 1)[1] == _unsandboxed(v, v.resolve(params))  # (after the banner line)
