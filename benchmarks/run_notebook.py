@@ -17,23 +17,27 @@ import sys
 from pathlib import Path
 
 
-def execute(path: str | Path, out: str | Path | None = None, timeout: int = 600):
-    """The notebook at `path`, executed (nbformat's NotebookNode), and written to `out` if given."""
-    import nbformat
+def kernel_manager():
+    """A KernelManager of this interpreter's kernel: not a `python3` kernelspec installed for another one."""
     from jupyter_client.kernelspec import KernelSpec
     from jupyter_client.manager import KernelManager
-    from nbclient import NotebookClient
 
     class ThisPython(KernelManager):
-        """The kernel of this interpreter: not a `python3` kernelspec installed for another one."""
         @property
         def kernel_spec(self):
             return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                               display_name="Python 3", language="python")
+    return ThisPython()
+
+
+def execute(path: str | Path, out: str | Path | None = None, timeout: int = 600):
+    """The notebook at `path`, executed (nbformat's NotebookNode), and written to `out` if given."""
+    import nbformat
+    from nbclient import NotebookClient
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, km=ThisPython(), timeout=timeout,
+    client = NotebookClient(nb, km=kernel_manager(), timeout=timeout,
                             resources={"metadata": {"path": str(path.resolve().parent)}})
     try:
         client.execute()

@@ -336,6 +336,42 @@ def test_the_tour_runs_top_to_bottom_in_a_kernel(tmp_path):
             assert NO_GPU in text(c), c.source
 
 
+def test_interrupting_the_kernel_keeps_the_rows_measured(fake_gpu, monkeypatch, tmp_path):
+    """Ctrl-C in a notebook (the kernel's interrupt: SIGINT) while a cell runs: the cell ends with the rows
+    measured so far, says it was interrupted, and returns them; the progress bar was updated in place."""
+    import os
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))  # handlers:FakeGpu
+    km = run_notebook_module().kernel_manager()
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        kc.execute_interactive("%load_ext gemmlab", timeout=60)
+        # FakeGpu's variant `hang` never ends: the interrupt comes while it runs, after naive and tiled
+        msg_id = kc.execute("%%gemmlab run --size 64 --seed 1 --compare naive,tiled\n" + NAIVE.replace('"naive"', '"hang"'))
+        seen, sent = [], False
+        while True:
+            msg = kc.get_iopub_msg(timeout=120)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "status" and content["execution_state"] == "idle":
+                break
+            seen.append((kind, content.get("data", {}).get("text/plain", "") + content.get("text", "")))
+            if kind == "update_display_data" and "hang BLOCK=32" in seen[-1][1] and not sent:
+                km.interrupt_kernel()
+                sent = True
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert sent and not [k for k, _ in seen if k == "error"], seen
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "".join(t for _, t in seen))  # rich's colours, as plain text
+    assert "interrupted: 2 measured; those are shown" in text
+    result = next(t for k, t in seen if k == "execute_result")
+    assert result.startswith("<ResultSet compare: 3 rows") and "interrupted" in result
+
+
 @pytest.mark.gpu
 def test_the_api_the_magic_and_the_cli_give_the_same_numbers(shell, capsys):
     """One run three ways, with the same seed: the same status, parameters and error exactly (the same
