@@ -151,7 +151,9 @@ BODY_GLOBALS = {"range": safe_range, "cdiv": cdiv}  # what a template body sees 
 
 @functools.lru_cache(maxsize=None)
 def _compiled(expr: str):
-    return _expr_env.compile_expression(expr)  # compiling is ~100x slower than evaluating: do it once
+    # compiling is ~100x slower than evaluating: do it once. An expression that is a bare undefined name
+    # gives the Undefined itself (not Jinja's default None), so that evaluate can say which name it is.
+    return _expr_env.compile_expression(expr, undefined_to_none=False)
 
 
 @functools.lru_cache(maxsize=None)
@@ -188,7 +190,10 @@ def expression_line(path: Path, expr: str) -> int | None:
 def evaluate(expr: str, names: Mapping[str, object], where: str, path: Path | None = None):
     """The value of a header expression; `where` says which (`launch.smem`), after `path`, the template."""
     try:
-        return _compiled(expr)(**names)
+        value = _compiled(expr)(**names)
+        if isinstance(value, Undefined):  # `block = ["TILEX"]`: "'TILEX' is undefined", not "gave None"
+            value._fail_with_undefined_error()
+        return value
     except SecurityError as e:  # one line, at the header's line: the sandbox refused, nothing ran
         line = expression_line(path, expr) if path else None
         at = f"{path}:{line}: " if line else f"{path}: " if path else ""

@@ -331,6 +331,20 @@ def test_a_launch_expression_that_fails_at_the_defaults(user_dir):
         load_variant(path, builtin=False)
 
 
+@pytest.mark.parametrize("old, new, where", [
+    ('block = ["TILE", "TILE"]', 'block = ["TILEX", "TILE"]', "launch.block"),
+    ('block = ["TILE", "TILE"]', 'block = ["TILE", "TILE"]\nsmem = "TILEX"', "launch.smem"),
+    ("[launch]", '[[constraints]]\ncheck = "TILEX"\nwhy = "x"\n[launch]', "constraint"),
+])
+def test_an_expression_that_is_an_undefined_name_says_which_name(user_dir, old, new, where):
+    """A bare name is not None (Jinja's default for an expression's undefined result): the message names it."""
+    path = write_template(user_dir, "undefined", GOOD_BODY)
+    path.write_text(path.read_text().replace(old, new, 1))
+    with pytest.raises(GemmlabError, match=rf"{where}: cannot evaluate 'TILEX': 'TILEX' is undefined$") as e:
+        load_variant(path, builtin=False)
+    assert "None" not in e.value.message
+
+
 def _nearest_by_brute_force(v, limit):
     """Variant.sample's definition, over every combination."""
     valid = [p for p, bad in v.configs() if not bad]
