@@ -504,8 +504,8 @@ def test_the_ladder_keeps_an_orphan_and_puts_user_rungs_after_built_in_siblings(
 # ---------------------------------------------------------------------------- the built-in folders
 
 def test_the_kernels_folder_shows_the_ladder():
-    """`ls kernels/` shows the groups, and the numbers in the file names the ladder's order."""
-    assert sorted(p.name for p in builtin_dir().iterdir()) == ["fp32", "lib", "skinny", "tensor", "tuning.json"]
+    """`ls kernels/` shows the groups (and the suites' shapes), and the numbers in the file names the ladder's order."""
+    assert sorted(p.name for p in builtin_dir().iterdir()) == ["fp32", "lib", "shapes", "skinny", "tensor", "tuning.json"]
     files = sorted(builtin_dir().rglob("*.cu.j2"), key=lambda p: p.name)
     assert [p.name.split("_", 1)[1][: -len(".cu.j2")] for p in files] == LADDER
     assert {p.parent.name for p in files[:11]} == {"fp32"} and {p.parent.name for p in files[11:16]} == {"skinny"}
