@@ -19,7 +19,8 @@ from jinja2.lexer import Token
 
 from .errors import GemmlabError
 from .limits import GPC_SLOTS, Limits
-from .templates import BODY_GLOBALS, C_TYPES, Sandbox, Variant, builtin_dir, sandbox_message, show_params
+from .templates import C_TYPES, Variant, builtin_dir, show_params
+from .templates.sandbox import BODY_GLOBALS, Sandbox, sandbox_message
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
 _TAG_RE = re.compile("\x1e(\\d+):(\\d+)\x1f")
@@ -93,7 +94,7 @@ def environment(search: list[Path], limits: Limits) -> Environment:
     kernels/lib and the built-in directory), so `{% import "hopper.j2" %}` of a shared macro file finds a
     copy beside the template before the built-in one, and
     per set of device limits, which are its globals (SMEM_OPTIN, ...: limits.py): the template and every
-    file it includes or imports see them. A sandbox (templates.Sandbox): a template is data, and
+    file it includes or imports see them. A sandbox (templates/sandbox.py): a template is data, and
     rendering one runs nothing on the host."""
     key = (tuple(str(p) for p in search), limits)
     if key not in _envs:

@@ -21,7 +21,8 @@ from gemmlab import GemmlabError
 from gemmlab.cli import cli
 from gemmlab.gpu.gpc import MAX_SLOTS
 from gemmlab.render import LineTags, _untag, render
-from gemmlab.templates import C_TYPES, UNSAFE, builtin_dir, cdiv, discover, load_variant
+from gemmlab.templates import C_TYPES, builtin_dir, discover, load_variant
+from gemmlab.templates.sandbox import UNSAFE, cdiv
 from conftest import GOOD_BODY, write_template
 
 # The classic escape: from any object up to `object`, down to os._wrap_close, whose module has `system`.
@@ -38,9 +39,10 @@ PAYLOADS = {
     "format": '"{0.__init__.__globals__[os].system}".format(cycler)',
     "format_map": '"{f.__globals__[os].popen}".format_map({"f": cdiv})',
     "param": "(TILE.__class__.__base__.__subclasses__()" + SYSTEM,
-    "global": 'cdiv.__globals__.os.system("touch {mark}")',
+    # from a function's module to its builtins, whatever the module imports
+    "global": 'cdiv.__globals__.__builtins__.__import__("os").system("touch {mark}")',
     "attr_filter": '(cycler|attr("__init__")|attr("__globals__"))["os"].system("touch {mark}")',
-    "getitem": 'cdiv["__globals__"]["os"].system("touch {mark}")',
+    "getitem": 'cdiv["__globals__"]["__builtins__"]["__import__"]("os").system("touch {mark}")',
 }
 # Payloads only a template body can hold: statements, and the names only the body sees.
 BODY_PAYLOADS = {

@@ -1,0 +1,124 @@
+"""Where templates are found, and the catalog of those found: the user's directories before the built-in
+one, a user template shadowing a built-in one of its name, a broken header kept aside with its error, and
+the ladder's order.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import GemmlabError
+from .file import SUFFIX, name_of
+from .header import load_variant
+from .variant import Variant
+
+
+def builtin_dir() -> Path:
+    """The templates shipped with gemmlab: gemmlab/kernels when installed (pyproject maps kernels/
+    there), ./kernels in a checkout or an editable install. The rungs are in its folders (fp32/, skinny/,
+    tensor/), the pieces they share in lib/."""
+    here = Path(__file__).resolve().parent.parent  # gemmlab/
+    installed = here / "kernels"
+    return installed if installed.is_dir() else here.parent / "kernels"
+
+
+def data_dir() -> Path:
+    """gemmlab's per-user data: templates of `gemmlab new`, the run history, the tuning cache."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gemmlab"
+
+
+def default_user_dir() -> Path:
+    return data_dir() / "kernels"
+
+
+def user_dirs(extra: tuple[str | Path, ...] = ()) -> list[Path]:
+    """User template directories, highest priority first: --kernels-dir, then $GEMMLAB_KERNELS, then the
+    per-user directory that `gemmlab new` writes to by default."""
+    dirs = [Path(d) for d in extra]
+    dirs += [Path(d) for d in os.environ.get("GEMMLAB_KERNELS", "").split(os.pathsep) if d]
+    dirs.append(default_user_dir())
+    seen, out = set(), []
+    for d in dirs:
+        key = d.expanduser().resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(d.expanduser())
+    return out
+
+
+@dataclass
+class Catalog:
+    """All variants found, user directories before the built-in one."""
+    dirs: list[Path]
+    variants: dict[str, Variant] = field(default_factory=dict)
+    broken: dict[str, GemmlabError] = field(default_factory=dict)
+
+    def get(self, name: str) -> Variant:
+        if name in self.variants:
+            return self.variants[name]
+        if name in self.broken:
+            raise self.broken[name]
+        near = difflib.get_close_matches(name, list(self.variants) + list(self.broken), n=3)
+        raise GemmlabError(
+            f"unknown variant '{name}'" + (f"; did you mean {', '.join(near)}?" if near else ""),
+            hint="`gemmlab list` shows every variant")
+
+    def ladder(self) -> list[Variant]:
+        """Variants in ladder order: each after its parent, siblings by name."""
+        children: dict[str | None, list[Variant]] = {}
+        for v in self.variants.values():
+            parent = v.parent if v.parent in self.variants else None
+            children.setdefault(parent, []).append(v)
+        out: list[Variant] = []
+
+        def walk(parent):
+            for v in sorted(children.get(parent, []), key=lambda v: (not v.builtin, v.name)):
+                out.append(v)
+                walk(v.name)
+
+        walk(None)
+        return out
+
+
+def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
+    """Scan the user directories (highest priority first) and the built-in directory, each with its
+    subfolders. A template whose header is broken is kept aside with its error, so others still list;
+    so are two templates of one name in one directory, since neither is the one meant."""
+    users = user_dirs(extra_dirs)
+    for d in extra_dirs:
+        if not Path(d).expanduser().is_dir():
+            raise GemmlabError(f"--kernels-dir {d}: no such directory")
+    cat = Catalog(dirs=users + [builtin_dir()])
+    found: dict[str, list[tuple[Path, bool]]] = {}
+    twins: dict[Path, Path] = {}  # a template -> another of its name in the same directory
+    for d in cat.dirs:
+        builtin = d == cat.dirs[-1]
+        if not d.is_dir():
+            continue
+        here: dict[str, Path] = {}
+        for path in sorted(d.rglob("*" + SUFFIX)):
+            name = name_of(path)
+            if name in here:
+                twins.setdefault(here[name], path)
+                continue
+            here[name] = path
+            found.setdefault(name, []).append((path, builtin))
+    for name, places in found.items():
+        path, builtin = places[0]
+        if path in twins:
+            cat.broken[name] = GemmlabError(f"two templates of variant '{name}' in one directory: {path} and "
+                                            f"{twins[path]}", hint="rename or remove one of them")
+            continue
+        try:
+            v = load_variant(path, builtin)
+        except GemmlabError as e:
+            cat.broken[name] = e
+            continue
+        if len(places) > 1:
+            v.shadows = places[1][0]
+        cat.variants[name] = v
+    return cat
