@@ -6,7 +6,7 @@
 #   python3 -m pip install -e ".[test,mutation]"
 #   tests/mutation.sh                      # every module below
 #   tests/mutation.sh grid results/metrics  # some of them (a module's path under gemmlab/, no .py)
-#   JOBS=4 MUTATION_DIR=/tmp/m tests/mutation.sh templates
+#   JOBS=4 MUTATION_DIR=/tmp/m tests/mutation.sh templates/header
 #   MUTATION_REF=HEAD tests/mutation.sh    # a commit instead of the working tree
 #
 # Each module runs in a copy of the working tree ($MUTATION_DIR/<module>, default under /tmp), so the
@@ -27,7 +27,11 @@ declare -A TESTS=(
   [worker]="tests/test_worker.py tests/test_isolated.py tests/test_gpu_jobs.py tests/test_jobs.py"
   [results/metrics]="tests/test_report.py tests/test_device_math.py"
   [results/records]="tests/test_records.py tests/test_report.py tests/test_device_math.py"
-  [templates]="tests/test_templates.py tests/test_sandbox.py tests/test_sweep.py"
+  [templates/file]="tests/test_templates.py tests/test_sandbox.py"
+  [templates/sandbox]="tests/test_sandbox.py tests/test_templates.py"
+  [templates/variant]="tests/test_templates.py tests/test_sandbox.py tests/test_sweep.py"
+  [templates/header]="tests/test_templates.py tests/test_sandbox.py"
+  [templates/catalog]="tests/test_templates.py tests/test_sandbox.py"
   [render]="tests/test_render.py tests/test_sandbox.py"
   [results/check]="tests/test_check.py tests/test_verdict.py tests/test_records.py tests/test_device_math.py"
   [results/history]="tests/test_history.py tests/test_flow.py tests/test_api.py"
@@ -36,7 +40,11 @@ declare -A TESTS=(
   [files]="tests/test_history.py tests/test_check.py tests/test_sweep.py tests/test_api.py tests/test_usability.py"
 )
 declare -A KEEP=(
-  [templates]="not regular_install and not shipped_winners and not plots_from_recorded"
+  [templates/file]="not regular_install"
+  [templates/sandbox]="not regular_install"
+  [templates/variant]="not regular_install and not shipped_winners and not plots_from_recorded"
+  [templates/header]="not regular_install"
+  [templates/catalog]="not regular_install"
   [grid]="not plots_from_recorded and not shipped_winners"
   [render]="not every_config_renders_clean"
   [results/tuning]="not plots_from_recorded"
@@ -53,7 +61,7 @@ declare -A FUNCTIONS=(
 
 command -v mutmut >/dev/null || { echo "mutmut is not installed: python3 -m pip install -e \".[mutation]\"" >&2; exit 2; }
 modules=("$@")
-[ ${#modules[@]} -gt 0 ] || modules=(grid worker results/metrics results/records results/check results/history results/tuning kernel files templates render)
+[ ${#modules[@]} -gt 0 ] || modules=(grid worker results/metrics results/records results/check results/history results/tuning kernel files templates/file templates/sandbox templates/variant templates/header templates/catalog render)
 mkdir -p "$WORK"
 
 for m in "${modules[@]}"; do

@@ -20,17 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (name, file, the text as it is, the text with the bug, the tests that catch it)
 BUGS = [
-    ("templates: a header's choices are not validated", "gemmlab/templates.py",
+    ("templates: a header's choices are not validated", "gemmlab/templates/header.py",
      "            if not isinstance(choices, list) or not choices or any(type(c) is not type(default) for c in choices):",
      "            if False:",
      ["tests/test_templates.py::test_each_header_mistake_is_named_with_its_file"]),
-    ("templates: a default outside its choices is accepted", "gemmlab/templates.py",
+    ("templates: a default outside its choices is accepted", "gemmlab/templates/header.py",
      "            if default not in choices:", "            if False:",
      ["tests/test_templates.py::test_each_header_mistake_is_named_with_its_file"]),
-    ("templates: a value outside the choices is accepted", "gemmlab/templates.py",
+    ("templates: a value outside the choices is accepted", "gemmlab/templates/variant.py",
      "        if self.choices is not None and value not in self.choices:", "        if False:",
      ["tests/test_templates.py::test_parameters_are_parsed_and_checked"]),
-    ("templates: unknown [launch] keys are accepted", "gemmlab/templates.py",
+    ("templates: unknown [launch] keys are accepted", "gemmlab/templates/header.py",
      "    if unknown:\n        raise _fail(path, f\"unknown launch key(s)",
      "    if False:\n        raise _fail(path, f\"unknown launch key(s)",
      ["tests/test_templates.py::test_each_header_mistake_is_named_with_its_file"]),
