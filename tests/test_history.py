@@ -210,3 +210,41 @@ def test_a_history_from_before_samples_gains_the_column(tmp_path, monkeypatch):
     monkeypatch.setenv("GEMMLAB_HISTORY", str(db))
     history.record("run", row(ms=1.0, samples_ms=[1.0, 1.0, 1.0]), SHAPE, "H100", None)
     assert history.runs()[-1]["samples"] == [1.0, 1.0, 1.0]
+
+
+# ---------------------------------------------------------------------------- reading, exactly
+
+
+def test_noise_needs_three_samples_and_a_positive_median():
+    assert history.noise([1.0, 2.0, 4.0]) == pytest.approx(1.4826 * 1 / 2)  # median 2, deviations 1, 0, 2
+    assert history.noise([0.0, 0.0, 0.0]) is None
+
+
+def test_reading_an_absent_history_creates_nothing():
+    from gemmlab.results.model import Shape
+    assert history.runs() == [] and history.measured("H100", "aaaa", Shape(64, 32, 16)) is None
+    assert not history.path().exists()
+
+
+def test_measured_finds_the_last_pass_of_that_source_and_type():
+    from gemmlab.results.model import Shape
+    history.record("run", row(ms=2.0), SHAPE, "H100", None)
+    history.record("run", row(ms=3.0), SHAPE, "H100", None, dtype="bf16")
+    history.record("run", row(status="FAIL"), SHAPE, "H100", None)
+    assert history.measured("H100", "aaaa", Shape(64, 32, 16))["ms"] == 2.0  # fp32 unless told
+    assert history.measured("H100", "aaaa", Shape(64, 32, 16), "bf16")["ms"] == 3.0
+    assert history.measured("H100", "bbbb", Shape(64, 32, 16)) is None
+    assert [r["dtype"] for r in history.runs()] == ["fp32", "bf16", "fp32"]
+
+
+def test_runs_shows_the_last_20_unless_told():
+    for i in range(22):
+        history.record("run", row(ms=1.0 + i), SHAPE, "H100", None)
+    assert [r["ms"] for r in history.runs()] == [3.0 + i for i in range(20)]
+
+
+def test_a_history_that_cannot_be_read_says_where(monkeypatch, tmp_path):
+    empty = tmp_path / "no-table.sqlite"  # no runs table: every query fails
+    monkeypatch.setattr(history, "_connect", lambda create: sqlite3.connect(empty))
+    with pytest.raises(history.GemmlabError, match=r"the run history at .* cannot be read: no such table: runs"):
+        history.runs()
