@@ -2,7 +2,7 @@
 
 The commands as functions (the CLI calls the same ones; each returns a ResultSet): run, compare,
 sweep, suite, scaling; and show, history. See docs/api.md. In a notebook, `%load_ext gemmlab` adds the
-%gemmlab and %%gemmlab magics (gemmlab/notebook.py, docs/notebook.md).
+%gemmlab and %%gemmlab magics (gemmlab/notebook/, docs/notebook.md).
 
 The pipeline, one module per stage: templates (find, validate) -> render (Jinja) -> compile (NVRTC,
 cached) -> kernel (the configured kernel and its launch plan) -> gpu/ (inputs, the checked launch,
@@ -25,7 +25,7 @@ from .api import build, catalog, choose, compare, history, run, scaling, show, s
 
 
 def load_ipython_extension(ipython):
-    """`%load_ext gemmlab`: the magics of gemmlab/notebook.py (IPython is imported only then)."""
+    """`%load_ext gemmlab`: the magics of gemmlab/notebook/ (IPython is imported only then)."""
     from .notebook import load_ipython_extension as load
     load(ipython)
 

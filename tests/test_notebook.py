@@ -1,4 +1,4 @@
-"""gemmlab in a notebook (gemmlab/notebook.py, docs/notebook.md): the magics' parsing, a cell's errors at
+"""gemmlab in a notebook (gemmlab/notebook/, docs/notebook.md): the magics' parsing, a cell's errors at
 the cell's own lines, `from`, what a notebook shows (tables, SASS, progress), the same run from the API,
 the magic and the CLI, and examples/tour.ipynb executed in a real Jupyter kernel."""
 
@@ -40,12 +40,12 @@ def shell():
     sh = InteractiveShell.instance()
     sh.run_line_magic("load_ext", "gemmlab")
     yield sh
-    notebook._session.clear()
+    notebook.cells._session.clear()
 
 
 @pytest.fixture
 def no_gpu(monkeypatch):
-    monkeypatch.setattr(notebook, "_no_cuda", lambda: "no CUDA GPU is available: (a test)")
+    monkeypatch.setattr(notebook.cells, "_no_cuda", lambda: "no CUDA GPU is available: (a test)")
 
 
 # ---- parsing -------------------------------------------------------------------------------------------
@@ -92,13 +92,13 @@ def test_the_magics_options_are_the_clis_own():
 
 
 def test_plot_with_no_file_draws_into_a_new_one():
-    argv, path = notebook._plot_argv(["sweep", "--variant", "tiled", "--plot", "--size", "64"])
+    argv, path = notebook.display._plot_argv(["sweep", "--variant", "tiled", "--plot", "--size", "64"])
     assert argv[4] == str(path) and path.name == "plot.png" and not path.exists()
-    argv, path = notebook._plot_argv(["sweep", "--plot"])
+    argv, path = notebook.display._plot_argv(["sweep", "--plot"])
     assert argv[-1] == str(path)
-    assert notebook._plot_argv(["sweep", "--plot", "mine.png"])[1].name == "mine.png"
-    assert notebook._plot_argv(["sweep", "--plot=x.png"])[1].name == "x.png"
-    assert notebook._plot_argv(["list"]) == (["list"], None)
+    assert notebook.display._plot_argv(["sweep", "--plot", "mine.png"])[1].name == "mine.png"
+    assert notebook.display._plot_argv(["sweep", "--plot=x.png"])[1].name == "x.png"
+    assert notebook.display._plot_argv(["list"]) == (["list"], None)
 
 
 def test_load_ext_gemmlab_adds_both_magics(shell):
@@ -142,7 +142,7 @@ def test_from_starts_a_cell_from_a_builtin_template(shell, capsys, no_gpu):
     assert source is None
     out = capsys.readouterr().out
     assert "#pragma unroll 1" in out and "__shared__ float As[32][32]" in out  # the parent's, at its defaults
-    v = gemmlab.catalog((notebook._session["rolled"],)).get("rolled")
+    v = gemmlab.catalog((notebook.cells._session["rolled"],)).get("rolled")
     assert v.parent == "tiled" and set(v.params) == {"TILE", "PREFETCH"} and v.idea.startswith("tiled, its inner")
     assert v.predict == "" and v.block == ("TILE", "TILE")  # the parent's prediction is about the parent
     cell = ROLLED.replace("Bs[k][tx]", "Bs_[k][tx]")  # the merged header is longer: lines still the cell's
@@ -176,7 +176,7 @@ def test_merged_headers():
     assert m["params"] == {"TILE": {"default": 16}, "PREFETCH": {"default": True}, "X": {"default": 1}}
     assert [c["check"] for c in m["constraints"]] == ["a", "c"] and m["launch"] == {"block": ["TILE"], "grid": ["1"], "smem": "0"}
     import tomllib
-    assert tomllib.loads("\n".join(f"{notebook._key(k)} = {notebook._toml(v)}" for k, v in m.items())) == m
+    assert tomllib.loads("\n".join(f"{notebook.cells._key(k)} = {notebook.cells._toml(v)}" for k, v in m.items())) == m
 
 
 # ---- running a cell (the stand-in GPU) ---------------------------------------------------------------------
