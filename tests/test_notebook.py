@@ -4,6 +4,7 @@ the magic and the CLI, and examples/tour.ipynb executed in a real Jupyter kernel
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 
@@ -388,4 +389,7 @@ def test_the_api_the_magic_and_the_cli_give_the_same_numbers(shell, capsys):
         assert (r["variant"], r["status"], dict(r["params"])) == ("tiled", "PASS", {"TILE": 32, "PREFETCH": True})
         assert r["rel_err"] == rows[0]["rel_err"] and r["bad"] == rows[0]["bad"] == 0
     ms = [r["ms"] for r in rows]
-    assert max(ms) / min(ms) < 1.10, ms  # the clock under the power cap moves a few percent between runs
+    assert all(m > 0 for m in ms), ms
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # alone on the GPU (with -n 4 other tests share it,
+        # and the three runs' times differed by 40% in one such run on the H100)
+        assert max(ms) / min(ms) < 1.10, ms  # the clock under the power cap moves a few percent between runs
