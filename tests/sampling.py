@@ -1,15 +1,17 @@
-"""Which configurations the CPU suite compiles: a sample chosen by risk, a fraction of Variant.sample's.
+"""Which configurations the CPU suite compiles: a sample chosen by risk, half of Variant.sample's.
 
 Variant.sample (what the GPU tests run) gives, for a space too large to enumerate, the defaults and one
 configuration per allowed value, each as close to the defaults as the constraints allow: one value
-changed at a time, about 24 compiles of a second each for pipelined, lean and spread. What goes wrong
+changed at a time, 24 compiles of a second or two each for pipelined, lean and spread. What goes wrong
 in a compile is a value's code path that does not compile, or too many registers (spills, a serialized
-wgmma) when large values meet. `risk_sample` covers both with fewer compiles: every allowed value of
-every parameter is still compiled at least once, and the values are combined, largest first (the
-biggest tiles, the most stages and splits together: the boundary where registers run out), then the
-next largest, down to the smallest values together. Each type's default configuration (the one a user
-runs) comes first. Spaces small enough to enumerate (at most ENUMERATE valid configurations) are
-compiled whole, as before."""
+wgmma) where large values meet. `risk_sample` covers both in fewer compiles: every allowed value of
+every parameter is still compiled at least once, and the values are combined, largest first: the
+first round puts the biggest tiles, the most stages and splits together (the boundary where registers
+run out), each later round the largest values still to do, down to the smallest ones. A round ends when
+no value still to do fits, so there are about as many rounds as the parameter with the most values has
+values (SPLIT_K's 8). Each input type's default configuration (the one a user runs) comes first.
+Spaces small enough to enumerate (at most ENUMERATE valid configurations) are compiled whole, as
+before."""
 
 import itertools
 
@@ -30,15 +32,21 @@ def risk_sample(v) -> list[dict]:
     todo = [(n, c) for n, param in v.params.items() for c in (param.choices or ()) if not any(p[n] == c for p in picked)]
     todo.sort(key=lambda t: -list(v.params[t[0]].choices).index(t[1]))
     while todo:
-        config = dict(defaults)
-        for name, value in todo:  # each parameter takes the largest value still to do that keeps it valid
-            if config[name] == defaults[name] and not v.violations(trial := dict(config, **{name: value})):
-                config = trial
-        if config == defaults:  # no value to do fits beside the defaults alone: the nearest valid one
-            config = v._nearest(defaults, *todo[0])
-            if config is None:  # a value no valid configuration takes
-                todo.pop(0)
+        # the largest value still to do, in the valid configuration nearest the defaults that takes it; then
+        # each other value still to do, largest first, where the nearest configuration that takes it keeps
+        # every parameter this round has set (a warp tile's shape moves several parameters at once)
+        config = v._nearest(defaults, *todo[0])
+        if config is None:  # a value no valid configuration takes
+            todo.pop(0)
+            continue
+        fixed = {n for n in config if config[n] != defaults[n]}
+        for name, value in todo[1:]:
+            if name in fixed:
                 continue
+            trial = v._nearest(config, name, value)
+            if trial is not None and all(trial[n] == config[n] for n in fixed):
+                fixed |= {n for n in trial if trial[n] != config[n]} | {name}
+                config = trial
         picked.append(config)
         todo = [(n, c) for n, c in todo if config[n] != c]
     return picked
