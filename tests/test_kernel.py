@@ -62,3 +62,25 @@ def test_a_wrong_argument_list_is_a_header_error(user_dir, args, message):
     assert "badargs" in cat.broken and message.replace("\\", "") in cat.broken["badargs"].message
     with pytest.raises(GemmlabError, match=message):
         cat.get("badargs")
+
+
+def test_configure_for_sm_90_from_the_cache_unless_told():
+    v = gemmlab.catalog().get("tiled")
+    first = configure(v, {"TILE": 8})
+    again = configure(v, {"TILE": 8})
+    assert again.arch == "sm_90" and again.compiled.cached and again.resources is again.compiled.resources
+    assert again.compiled.key == first.compiled.key
+    assert not configure(v, {"TILE": 8}, use_cache=False).compiled.cached
+    assert configure(v, {"TILE": 8}, extra_options=("-lineinfo",)).compiled.key != first.compiled.key
+
+
+def test_a_plan_is_for_one_sm_unless_told():
+    """Stream-K's grid and workspace follow the SMs: the default is 1, where only the shape is in question."""
+    from types import SimpleNamespace
+    from gemmlab.kernel import Kernel
+    v = gemmlab.catalog().get("wgmma_ws")
+    params = v.resolve(v.for_dtype("bf16", {}))
+    k = Kernel(SimpleNamespace(rendered=SimpleNamespace(variant=v, params=params)))  # nothing compiled
+    one = k.plan(4096, 4096, 4096)
+    assert one == k.plan(4096, 4096, 4096, sms=1) != k.plan(4096, 4096, 4096, sms=2)
+    assert (one.grid, one.workspace) == ((2, 1, 1), 131072) and k.dtype == "bf16" and k.name == "wgmma_ws"
