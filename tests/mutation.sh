@@ -34,10 +34,10 @@ declare -A TESTS=(
   [templates/catalog]="tests/test_templates.py tests/test_sandbox.py"
   [render]="tests/test_render.py tests/test_sandbox.py"
   [results/check]="tests/test_check.py tests/test_verdict.py tests/test_records.py tests/test_device_math.py"
-  [results/history]="tests/test_history.py tests/test_flow.py"
-  [results/tuning]="tests/test_sweep.py tests/test_suites.py tests/test_flow.py"
-  [kernel]="tests/test_kernel.py tests/test_flow.py"
-  [files]="tests/test_files.py tests/test_history.py tests/test_usability.py"
+  [results/history]="tests/test_history.py"
+  [results/tuning]="tests/test_tuning.py tests/test_sweep.py tests/test_suites.py"
+  [kernel]="tests/test_kernel.py"
+  [files]="tests/test_files.py tests/test_history.py"
 )
 declare -A KEEP=(
   [templates/file]="not regular_install"

@@ -1,0 +1,113 @@
+"""results/tuning.py at its edges: each of auto's rules on both sides of every threshold, the cache's
+file, its keys and its ties, a damaged cache. Written from the mutants tests/test_sweep.py and
+tests/test_suites.py let through (docs/testing.md, "Mutation testing")."""
+
+import json
+
+import pytest
+
+import gemmlab
+from gemmlab.errors import GemmlabError
+from gemmlab.results import tuning
+from gemmlab.results.model import Shape
+
+
+def test_the_cache_is_where_gemmlab_tuning_says(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_TUNING", str(tmp_path / "new" / "t.json"))
+    assert tuning.path() == tmp_path / "new" / "t.json" and tuning.load() == {}
+    row = {"variant": "tiled", "params": {"TILE": 16}, "ms": 2.0, "tflops": 3.0, "dtype": "bf16"}
+    assert tuning.save_best("GPU", Shape(8, 16, 32), row) is None  # its directory is made
+    entry = json.loads((tmp_path / "new" / "t.json").read_text())["GPU"]["8x16x32 bf16"]
+    assert {k: entry[k] for k in ("variant", "params", "ms", "tflops")} == {"variant": "tiled", "params": {"TILE": 16},
+                                                                         "ms": 2.0, "tflops": 3.0}
+    assert entry["date"].endswith("+00:00") and entry["date"][:2] == "20"
+    assert tuning.save_best("GPU", Shape(8, 16, 32), dict(row, ms=2.0, params={"TILE": 8})) == entry  # a tie keeps it
+
+
+@pytest.mark.parametrize("text,why", [("[1, 2]", "not a JSON object"), ("{", "Expecting property name")])
+def test_a_damaged_cache_is_named(tmp_path, monkeypatch, text, why):
+    (tmp_path / "t.json").write_text(text)
+    monkeypatch.setenv("GEMMLAB_TUNING", str(tmp_path / "t.json"))
+    with pytest.raises(GemmlabError) as e:
+        tuning.load()
+    assert e.value.message.startswith(f"the tuning cache {tmp_path / 't.json'} cannot be read: {why}")
+    assert e.value.hint == "move it away (a sweep with --save-best starts a new one)"
+
+
+def test_a_shipped_winner_that_is_faster_is_not_replaced(monkeypatch):
+    shipped = {"GPU": {"64x64x64": {"variant": "spread", "params": {}, "ms": 1.0}}}
+    monkeypatch.setattr(tuning, "shipped", lambda: shipped)
+    row = {"variant": "tiled", "params": {}, "ms": 1.5, "tflops": 1.0}
+    assert tuning.save_best("GPU", Shape(64, 64, 64), row) == shipped["GPU"]["64x64x64"]
+    assert not tuning.path().exists()
+    assert tuning.save_best("GPU", Shape(64, 64, 64), dict(row, ms=0.5)) is None
+    assert tuning.cached("GPU", Shape(64, 64, 64))[0]["variant"] == "tiled"  # the user's own wins
+
+
+def test_the_nearest_cached_shape_and_ties():
+    def save(device, M, N, K):
+        tuning.save_best(device, Shape(M, N, K), {"variant": f"{M}x{N}x{K}", "params": {}, "ms": 1.0, "tflops": 1.0})
+    save("GPU", 1024, 1024, 1448)  # a factor of 1.414 away in K: near, just
+    save("GPU", 1024, 1024, 1100)
+    assert tuning.cached("GPU", Shape(1024, 1024, 1024))[1] == "1024x1024x1100"  # the nearest, not the first
+    assert tuning.cached("GPU", Shape(1024, 1024, 2047))[1] == "1024x1024x1448"
+    assert tuning.cached("GPU", Shape(1024, 1024, 724)) is None  # 1100 / 724: a factor of 1.52
+    save("TIE", 1024, 1024, 1448)
+    save("TIE", 1448, 1024, 1024)
+    assert tuning.cached("TIE", Shape(1024, 1024, 1024))[1] == "1024x1024x1448"  # equally near: the first saved
+
+
+def test_a_cached_entry_the_templates_no_longer_take_falls_back_on_the_rule():
+    tuning.save_best("GPU", Shape(1024, 1024, 1024), {"variant": "gone", "params": {}, "ms": 1.0, "tflops": 1.0})
+    v, params, how = tuning.choose(gemmlab.catalog(), "GPU", Shape(1024, 1024, 1024))
+    assert v.name == "spread" and how.startswith("rule: ")
+    tuning.save_best("GPU", Shape(512, 512, 512), {"variant": "tiled", "params": {"TILE": 16}, "ms": 1.0, "tflops": 1.0})
+    assert tuning.choose(gemmlab.catalog(), "GPU", Shape(512, 512, 512))[2] == "tuning cache (512x512x512 on GPU)"
+
+
+@pytest.mark.parametrize("shape,sms,variant,split", [
+    ((1152, 256, 4096), 10, "spread", None),       # 128 x 256 tiles fill exactly 90% of the waves
+    ((192, 256, 4096), 10, "spread64", None),      # 64 x 128 tiles fill exactly 60%
+    ((64, 1024, 4096), 6, "pipelined", 4),         # both fill 2/3: not better, so K is split
+    ((64, 128, 2 ** 20), 132, "pipelined", 128),   # at most 128 slices
+    ((192, 128, 2 ** 16), 8, "pipelined", 8),      # 3 tiles x 8 = 3 blocks an SM: enough
+    ((64, 128, 4096), 132, "pipelined", 32),       # slices of exactly 128 rows of K are allowed
+])
+def test_the_rules_thresholds(shape, sms, variant, split):
+    name, overrides, why = tuning.rule(Shape(*shape), sms=sms)
+    got = "spread64" if name == "spread" and overrides.get("BM") == 64 else name
+    assert got == variant and overrides.get("SPLIT_K") == split
+    if split:
+        assert why.endswith(f"K split {split} ways, so that every SM gets work")
+
+
+@pytest.mark.parametrize("shape,sms,variant,params", [
+    ((1, 2112, 3072), 132, "skinny_narrow", {}),                      # 66 bands: 2 x 66 = 132 SMs' halves
+    ((1, 2080, 3072), 132, "skinny_async", {"BM": 1, "SPLIT_K": 32}),  # 65 bands
+    ((2, 128, 2 ** 20), 132, "skinny_async", {"BM": 2, "SPLIT_K": 64}),  # at most 64 slices
+    ((2, 384, 2 ** 20), 4, "skinny_async", {"BM": 2, "SPLIT_K": 8}),   # 3 blocks x 8 x 2 warps = 6 an SM
+    ((5, 3072, 3072), 132, "skinny_async", {"BM": 8, "SPLIT_K": 32}),
+    ((9, 3072, 3072), 132, "skinny_async", {"BM": 16, "SPLIT_K": 32}),
+])
+def test_the_skinny_rules_thresholds(shape, sms, variant, params):
+    assert tuning.rule(Shape(*shape), sms=sms)[:2] == (variant, params)
+
+
+@pytest.mark.parametrize("shape,variant,params", [
+    ((64, 8448, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6}),   # 66 tiles of 128: half of 132 SMs
+    ((128, 8320, 4096), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),   # 65: 64 wide
+    ((128, 8448, 4096), "wgmma_ws", {}),
+    ((129, 8320, 4096), "wgmma_ws", {}),
+])
+def test_the_tensor_rules_thresholds(shape, variant, params):
+    name, overrides, why = tuning.tensor_rule(Shape(*shape), "bf16", 132)
+    assert (name, overrides) == (variant, params)
+    if name == "wgmma":
+        M, N = shape[:2]
+        assert why == f"{M} row(s) of C: 64 x {params['BN']} tiles ({-(-M // 64) * -(-N // params['BN'])} of them), " \
+                      "B streamed 6 stages deep"
+
+
+def test_keys():
+    assert tuning.key(Shape(1, 2, 3)) == "1x2x3" and tuning.key(Shape(1, 2, 3), "tf32") == "1x2x3 tf32"
+    assert tuning._parse("1x2x3") == ((1, 2, 3), "fp32") and tuning._parse("1x2x3 bf16") == ((1, 2, 3), "bf16")
