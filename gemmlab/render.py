@@ -7,6 +7,7 @@ can be shown as `kernels/fp32/03_tiled.cu.j2:52`, even when loops or macros move
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,8 @@ from jinja2.lexer import Token
 
 from .errors import GemmlabError
 from .limits import GPC_SLOTS, Limits
-from .templates import C_TYPES, Variant, builtin_dir, show_params
+from .templates import C_TYPES, HEADER_RE, Variant, builtin_dir, show_params
+from .templates.inherit import EXTENDS_RE
 from .templates.sandbox import BODY_GLOBALS, Sandbox, sandbox_message
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
@@ -86,19 +88,50 @@ class Rendered:
         return None
 
 
+class FromLoader(FileSystemLoader):
+    """The search path's loader, for a template with `from` (templates/inherit.py): `chain` is its file and
+    the files it starts from, nearest first. Each file of the chain but the last, unless it has an
+    {% extends %} of its own, extends the next, by the name `from:I` (only this loader knows those names,
+    and they reach no file but the chain's); the tag goes on the header's closing line, so the file's
+    lines stay where they are."""
+
+    def __init__(self, search: list[str], chain: tuple[Path, ...]):
+        super().__init__(search)
+        self.chain = tuple(Path(p).resolve() for p in chain)
+
+    def get_source(self, environment, template):
+        if template.startswith("from:") and template[5:].isdigit() and 0 < int(template[5:]) < len(self.chain):
+            path = self.chain[int(template[5:])]
+            try:
+                source, mtime = path.read_text(), path.stat().st_mtime
+            except OSError as e:
+                raise TemplateError(f"cannot read {path}: {e}") from None
+            filename, uptodate = str(path), lambda: os.path.getmtime(path) == mtime
+        else:
+            source, filename, uptodate = super().get_source(environment, template)
+        here = Path(filename).resolve()
+        i = self.chain.index(here) if here in self.chain else len(self.chain)
+        m = HEADER_RE.match(source)
+        if i + 1 < len(self.chain) and m and not EXTENDS_RE.search(source, m.end()):
+            source = source[:m.end()] + f'{{% extends "from:{i + 1}" %}}' + source[m.end():]
+        return source, filename, uptodate
+
+
 _envs: dict[tuple, Environment] = {}
 
 
-def environment(search: list[Path], limits: Limits) -> Environment:
+def environment(search: list[Path], limits: Limits, chain: tuple[Path, ...] = ()) -> Environment:
     """One Jinja environment per search path (the variant's own directory, then the built-in pieces in
     kernels/lib and the built-in directory), so `{% import "hopper.j2" %}` of a shared macro file finds a
     copy beside the template before the built-in one, and
     per set of device limits, which are its globals (SMEM_OPTIN, ...: limits.py): the template and every
     file it includes or imports see them. A sandbox (templates/sandbox.py): a template is data, and
-    rendering one runs nothing on the host."""
-    key = (tuple(str(p) for p in search), limits)
+    rendering one runs nothing on the host. With `chain` (a template with `from`, and the files it starts
+    from), a FromLoader."""
+    key = (tuple(str(p) for p in search), limits, tuple(chain))
     if key not in _envs:
-        env = Sandbox(loader=FileSystemLoader(list(key[0])), undefined=StrictUndefined,
+        loader = FromLoader(list(key[0]), chain) if chain else FileSystemLoader(list(key[0]))
+        env = Sandbox(loader=loader, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                       extensions=[LineTags], auto_reload=True)
         env.globals.update(BODY_GLOBALS, ctype=C_TYPES.__getitem__,  # ctype(DTYPE): the input's C type
@@ -122,7 +155,9 @@ def _template_error_location(err: Exception) -> str:
 def render(variant: Variant, params: Mapping[str, object] | None = None) -> Rendered:
     """Render a variant; missing parameters take their defaults, and all are validated first."""
     params = variant.resolve(params)
-    env = environment(list(dict.fromkeys([variant.path.parent, builtin_dir() / "lib", builtin_dir()])), variant.limits)
+    search = [variant.path.parent, *(b.parent for b in variant.bases), builtin_dir() / "lib", builtin_dir()]
+    chain = (variant.path, *variant.bases) if variant.bases else ()
+    env = environment(list(dict.fromkeys(search)), variant.limits, chain)
     names = dict(params)
     names["THREADS"] = variant.threads(params)  # from the header's launch.block: cannot drift
     try:

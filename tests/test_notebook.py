@@ -146,7 +146,7 @@ def test_from_starts_a_cell_from_a_builtin_template(shell, capsys, no_gpu):
     v = gemmlab.catalog((notebook.cells._session["rolled"],)).get("rolled")
     assert v.parent == "tiled" and set(v.params) == {"TILE", "PREFETCH"} and v.idea.startswith("tiled, its inner")
     assert v.predict == "" and v.block == ("TILE", "TILE")  # the parent's prediction is about the parent
-    cell = ROLLED.replace("Bs[k][tx]", "Bs_[k][tx]")  # the merged header is longer: lines still the cell's
+    cell = ROLLED.replace("Bs[k][tx]", "Bs_[k][tx]")  # the file is the cell: its lines are the cell's
     shell.run_cell_magic("gemmlab", "run --size 64 --compare tiled", cell)
     assert f"cell line {cell_line_of(cell, 'Bs_[k]')}: error: identifier \"Bs_\" is undefined" in capsys.readouterr().err
     over = ROLLED.replace('idea = "tiled, its inner loop kept rolled"',
@@ -156,28 +156,14 @@ def test_from_starts_a_cell_from_a_builtin_template(shell, capsys, no_gpu):
 
 
 @pytest.mark.parametrize("header, message", [
-    ('from = "tiled"\nname = "tiled"', "a cell that starts from tiled needs a name of its own"),
-    ('from = "nosuch"\nname = "x"', "unknown variant 'nosuch'"),
-    ('from = 3\nname = "x"', "from names a built-in template"),
+    ('from = "tiled"\nname = "tiled"', "in the cell: from = \"tiled\" is this template's own name"),
+    ('from = "nosuch"\nname = "x"', "in the cell: from = \"nosuch\": no template of that name"),
+    ('from = 3\nname = "x"', "in the cell: 'from' names a template, as a string"),
     ('idea = "no name"', "the cell's header needs name"),
 ])
 def test_from_and_name_mistakes(shell, capsys, no_gpu, header, message):
     shell.run_cell_magic("gemmlab", "show", "{#---\n" + header + "\n---#}\n")
     assert message in capsys.readouterr().err
-
-
-def test_merged_headers():
-    parent = {"name": "tiled", "parent": "coalesced", "idea": "p", "predict": "1.5x", "predict_x": 1.5,
-              "params": {"TILE": {"default": 32}, "PREFETCH": {"default": True}}, "constraints": [{"check": "a", "why": "b"}],
-              "launch": {"block": ["TILE"], "grid": ["1"]}}
-    child = {"name": "c", "from": "tiled", "params": {"TILE": {"default": 16}, "X": {"default": 1}},
-             "constraints": [{"check": "c", "why": "d"}], "launch": {"smem": "0"}}
-    m = notebook.merge_headers(parent, child)
-    assert m["name"] == "c" and m["parent"] == "tiled" and m["idea"] == "p" and "predict" not in m and "from" not in m
-    assert m["params"] == {"TILE": {"default": 16}, "PREFETCH": {"default": True}, "X": {"default": 1}}
-    assert [c["check"] for c in m["constraints"]] == ["a", "c"] and m["launch"] == {"block": ["TILE"], "grid": ["1"], "smem": "0"}
-    import tomllib
-    assert tomllib.loads("\n".join(f"{notebook.cells._key(k)} = {notebook.cells._toml(v)}" for k, v in m.items())) == m
 
 
 # ---- running a cell (the stand-in GPU) ---------------------------------------------------------------------

@@ -363,3 +363,28 @@ def test_builtin_templates_render_byte_for_byte_as_without_the_sandbox(name, par
     v = LADDER[name]
     source = render(v, params).source
     assert source.split("\n", 1)[1] == _unsandboxed(v, v.resolve(params))  # (after the banner line)
+
+
+# ---------------------------------------------------------------------------- a template with `from`
+
+@pytest.mark.parametrize("payload", ["cycler", "global"])
+def test_a_payload_in_a_childs_header_fails_cleanly(user_dir, mark, payload):
+    """A template that starts from tiled (`from`) is checked as any other: its header's expressions too."""
+    path = user_dir / "evil.cu.j2"
+    path.write_text('{#---\nname = "evil"\nfrom = "tiled"\nidea = "x"\n[launch]\nsmem = \'\'\''
+                    + _fill(PAYLOADS[payload], mark) + "'''\n---#}\n")
+    cat = gemmlab.catalog((user_dir,))
+    with pytest.raises(GemmlabError, match=rf"^{re.escape(str(path))}:6: launch.smem '.*': {re.escape(UNSAFE)}") as e:
+        cat.get("evil")
+    _one_line(e.value)
+
+
+@pytest.mark.parametrize("payload", ["cycler", "self", "macro"])
+def test_a_payload_in_a_childs_block_fails_cleanly(user_dir, mark, payload):
+    path = user_dir / "evil.cu.j2"
+    path.write_text('{#---\nname = "evil"\nfrom = "tiled"\nidea = "x"\n---#}\n{% block compute %}\n'
+                    + _fill(BODIES[payload], mark) + "\n{% endblock %}\n")
+    v = gemmlab.catalog((user_dir,)).get("evil")  # the header is fine: listing shows it
+    with pytest.raises(GemmlabError, match=rf"^template error at {re.escape(str(path))}:7: {re.escape(UNSAFE)}") as e:
+        render(v)
+    _one_line(e.value)

@@ -332,7 +332,7 @@ def new(name, source, dest_dir, kernels_dirs):
     except OSError as e:
         raise GemmlabError(f"cannot write {target}: {e.strerror}",
                            hint="choose a directory you can write to with --dir (or set $GEMMLAB_KERNELS)") from None
-    load_variant(target, builtin=False)
+    load_variant(target, builtin=False, find=lambda n: cat.variants[n].path if n in cat.variants else None)
     shadow = " (it shadows the built-in one)" if name in cat.variants and cat.variants[name].builtin else ""
     out().print(f"wrote [cyan]{escape(str(target))}[/]{shadow}")
     found = directory.resolve() in {d.resolve() for d in user_dirs()}  # found without a flag

@@ -13,8 +13,9 @@ The cell magic writes the cell to data_dir()/cells/NAME/NAME.cu.j2 (NAME from th
 lines are the cell's, and calls the API with that directory among kernels_dirs; errors name the cell's
 line (`cell line 12: error: ...`), one message and no traceback. Its subcommands are run (the default;
 with --compare, the cell beside other variants), sweep and show (--what sass: the SASS, highlighted), and
-their options are the CLI's (gemmlab/cli/common.py). A header with `from = "tiled"` starts from a built-in
-template: its keys override the parent's and its body fills the parent's {% block %}s. A run returns
+their options are the CLI's (gemmlab/cli/common.py). A header with `from = "tiled"` starts from that template
+(as any template can: gemmlab/templates/inherit.py): its keys override the parent's and its body fills
+the parent's {% block %}s. A run returns
 its ResultSet, so the table is the cell's output and `_` holds it; the table says how each row compares
 with the last run of that variant and shape, which for a cell is its last run (the name stays).
 
@@ -25,11 +26,11 @@ commands).
 
 from __future__ import annotations
 
-from .cells import NO_GPU, Cell, cells_dir, gpu_missing, merge_headers, needs_gpu, write_cell
+from .cells import NO_GPU, Cell, cells_dir, gpu_missing, needs_gpu, write_cell
 from .display import Rich, SassHighlighter, code
 from .magics import COMMANDS, GPU_COMMANDS, parse_line, run_cell, run_line
 
-__all__ = ["NO_GPU", "Cell", "cells_dir", "gpu_missing", "merge_headers", "needs_gpu", "write_cell", "Rich",
+__all__ = ["NO_GPU", "Cell", "cells_dir", "gpu_missing", "needs_gpu", "write_cell", "Rich",
            "SassHighlighter", "code", "COMMANDS", "GPU_COMMANDS", "parse_line", "run_cell", "run_line",
            "load_ipython_extension"]
 

@@ -6,6 +6,7 @@ One module per idea, each importing only those before it:
 - sandbox.py: the Jinja sandbox the body and header expressions run in, and evaluating those expressions;
 - variant.py: Variant, a template's contract (Param, Constraint), and what follows from it: resolved
   values, the sample of configurations, the launch Geometry and the kernel's arguments;
+- inherit.py: `from`, a template starting from another's header and body (merge, resolve);
 - header.py: reading and checking a header into a Variant (load_variant); its docstring is the format;
 - catalog.py: where templates are found (builtin_dir, user_dirs, data_dir), discover and the Catalog.
 

@@ -114,7 +114,7 @@ def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
                                             f"{twins[path]}", hint="rename or remove one of them")
             continue
         try:
-            v = load_variant(path, builtin)
+            v = load_variant(path, builtin, find=lambda n: found[n][0][0] if n in found else None)
         except GemmlabError as e:
             cat.broken[name] = e
             continue

@@ -6,6 +6,7 @@ TOML:
     {#---
     name = "tiled"
     parent = "coalesced"
+    from = "coalesced"                     # optional: start from that template (inherit.py)
     idea = "one line: what this rung does"
     predict = "optional: what should change against the parent, and by how much"
     predict_x = 1.5                        # optional: that prediction as a speed-up over the parent
@@ -50,10 +51,12 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Callable
 
 from ..errors import GemmlabError
 from ..limits import NAMES as LIMIT_NAMES
 from .file import HEADER_RE, NAME_RE, SUFFIX, name_of
+from .inherit import resolve
 from .sandbox import names_in
 from .variant import ARGUMENTS, LAUNCH_NAMES, Constraint, Param, Variant
 
@@ -69,12 +72,11 @@ def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
     return GemmlabError(f"bad template header in {where}: {msg}")
 
 
-_TOP_KEYS = {"name", "parent", "idea", "predict", "predict_x", "dtypes", "arch", "params", "constraints", "launch"}
+_TOP_KEYS = {"name", "from", "parent", "idea", "predict", "predict_x", "dtypes", "arch", "params", "constraints", "launch"}
 
 
-def load_variant(path: Path, builtin: bool = True) -> Variant:
-    """Read one template's header. Raises GemmlabError naming the file and line of a mistake."""
-    path = Path(path)
+def _read(path: Path) -> dict:
+    """A template's header as TOML gives it. Raises GemmlabError naming the file and line of a mistake."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
@@ -83,13 +85,20 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
     if not m:
         raise _fail(path, "a template starts with a '{#---' line and its TOML header ends with '---#}'", 1)
     try:
-        meta = tomllib.loads(m.group(1))
+        return tomllib.loads(m.group(1))
     except tomllib.TOMLDecodeError as e:
         msg = str(e)
         lm = re.search(r"at line (\d+)", msg)
         # the TOML text begins on the file's second line
         raise _fail(path, re.sub(r" \(at line \d+, column \d+\)", "", msg),
                     int(lm.group(1)) + 1 if lm else None) from None
+
+
+def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | None] | None = None) -> Variant:
+    """Read one template's header. Raises GemmlabError naming the file and line of a mistake. find(name) is
+    the template file of that name (the catalog's), for a header with `from` (inherit.py)."""
+    path = Path(path)
+    meta, bases = resolve(path, _read(path), _read, find, _fail)
 
     def need(key, kind, table=meta, where=""):
         if key not in table:
@@ -223,7 +232,7 @@ def load_variant(path: Path, builtin: bool = True) -> Variant:
                       workspace=workspace, zero_output=flags["zero_output"], resident=flags["resident"],
                       reduce_block=reduce["block"] if reduce else None, reduce_grid=reduce["grid"] if reduce else None,
                       tma=tma, gpc_order=gpc_order, requires=requires, arch=arch, predict=predict, predict_x=predict_x,
-                      builtin=builtin, args=args)
+                      builtin=builtin, args=args, bases=bases)
     # The defaults must be a valid configuration, and the expressions must evaluate.
     broken = variant.violations(variant.defaults())
     if broken:

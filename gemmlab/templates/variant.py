@@ -138,6 +138,7 @@ class Variant:
     builtin: bool = True
     shadows: Path | None = None  # the template this user variant hides
     args: tuple[str, ...] | None = None  # launch.args: the kernel's arguments by name (ARGUMENTS)
+    bases: tuple[Path, ...] = ()  # the templates its `from` starts from, nearest first (inherit.py)
 
     def arguments(self, values: Mapping[str, object], geometry: "Geometry") -> tuple[str, ...]:
         """The kernel's arguments by name, in order: launch.args where the header lists them, else
