@@ -74,6 +74,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def sass(compiled) -> str:
+    """gemmlab.compile.sass, once per cubin for the whole run: nvdisasm takes 0.6 s of CPU to start, and
+    test_compile and test_tensor read the SASS of some cubins in several tests. The text is kept beside
+    the run's compile cache, so the pytest-xdist workers share it too (the key names the source, the
+    options and NVRTC: the cubin)."""
+    from gemmlab.compile import sass as disassemble
+    from gemmlab.files import write_atomic
+    path = Path(os.environ[_SHARED_CACHE]).parent / "sass" / f"{compiled.key}.txt"
+    if path.exists():
+        return path.read_text()
+    text = disassemble(compiled)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text.encode())
+    return text
+
+
 @pytest.fixture(scope="session")
 def session_cache():
     """The compile cache every test shares (set above, at import): a configuration compiles once a run."""

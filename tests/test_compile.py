@@ -6,10 +6,10 @@ import re
 import pytest
 
 from gemmlab import GemmlabError
-from gemmlab.compile import check_arch, compile_rendered, parse_resources, sass
+from gemmlab.compile import check_arch, compile_rendered, parse_resources
 from gemmlab.render import render
 from gemmlab.templates import discover, load_variant
-from conftest import GOOD_BODY, write_template
+from conftest import GOOD_BODY, sass, write_template
 from sampling import risk_sample
 
 # Every valid configuration where there are at most 64; else every allowed value of every parameter at
