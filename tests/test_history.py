@@ -248,3 +248,58 @@ def test_a_history_that_cannot_be_read_says_where(monkeypatch, tmp_path):
     monkeypatch.setattr(history, "_connect", lambda create: sqlite3.connect(empty))
     with pytest.raises(history.GemmlabError, match=r"the run history at .* cannot be read: no such table: runs"):
         history.runs()
+
+
+def test_the_history_file_and_its_lock_wait(monkeypatch):
+    from gemmlab.templates import data_dir
+    assert history.path() == data_dir() / "history.sqlite"
+    seen = {}
+    real = sqlite3.connect
+    monkeypatch.setattr(history.sqlite3, "connect", lambda p, **kw: (seen.update(kw), real(p, **kw))[1])
+    history.record("run", row(), SHAPE, "H100", None)
+    assert seen == {"timeout": 10}  # another gemmlab writing: wait 10 s for its lock, not sqlite's 5
+
+
+def test_a_damaged_history_says_what_to_do(tmp_path, monkeypatch):
+    (tmp_path / "h.sqlite").write_bytes(b"this is not a database" * 100)
+    monkeypatch.setenv("GEMMLAB_HISTORY", str(tmp_path / "h.sqlite"))
+    with pytest.raises(history.GemmlabError) as e:
+        history.runs()
+    assert e.value.message.startswith(f"the run history at {tmp_path / 'h.sqlite'} cannot be used: ")
+    assert e.value.hint == "move the file away (gemmlab starts a new one), or set GEMMLAB_HISTORY to another path"
+
+
+def test_a_recorded_row_in_full():
+    history.record("run", row(), SHAPE, "H100", "abc")
+    history.record("run", row(samples_ms=[1.0, 2.0]), SHAPE, "H100", None, dtype="bf16")
+    first, second = history.runs()
+    assert first["time"].endswith("+00:00") and len(first["time"]) == 25  # UTC, to the second
+    assert {k: first[k] for k in ("command", "device", "variant", "source_hash", "template", "params", "M", "N", "K",
+                                  "dtype", "status", "ms", "tflops", "rel_err", "error", "commit_id", "samples")} == {
+        "command": "run", "device": "H100", "variant": "tiled", "source_hash": "aaaa",
+        "template": "kernels/fp32/03_tiled.cu.j2", "params": {"TILE": 32}, "M": 64, "N": 32, "K": 16, "dtype": "fp32",
+        "status": "PASS", "ms": 2.0, "tflops": 1.0, "rel_err": 1e-7, "error": None, "commit_id": "abc", "samples": None}
+    assert second["samples"] == [1.0, 2.0] and second["dtype"] == "bf16"
+    con = sqlite3.connect(history.path())
+    assert con.execute("SELECT samples FROM runs ORDER BY id").fetchall() == [(None,), ("[1.0, 2.0]",)]  # SQL NULL
+
+
+def test_delta_in_full():
+    assert history.delta(row(), None) == {"vs_last": None, "changed": "first run"}
+    history.record("run", row(ms=2.0, samples_ms=[2.0, 2.0, 2.0]), SHAPE, "H100", None)
+    prev = history.runs()[-1]
+    now = row(ms=1.0, samples_ms=[1.0, 1.0, 1.0])
+    assert history.delta(now, prev) == {"vs_last": 2.0, "noise": 0.0, "outside_noise": True, "changed": "",
+                                        "last_ms": 2.0, "last_id": prev["id"]}
+    same = history.delta(row(ms=2.0, samples_ms=[2.0, 2.0, 2.0]), prev)  # no change, no noise: not outside
+    assert same["outside_noise"] is False and history.delta_text(same) == "0.0% (within noise)"
+    half = history.delta(row(ms=1.0), prev)  # one of them kept no samples: noise unknown
+    assert (half["noise"], half["outside_noise"]) == (None, None)
+    failed = history.delta(row(status="FAIL"), prev)
+    assert (failed["vs_last"], failed["outside_noise"]) == (None, None)
+    assert history.delta_text(failed) == "no time"
+
+
+def test_delta_text_without_anything_to_say():
+    assert history.delta_text({}) == "-"
+    assert history.delta_text({"vs_last": None, "last_ms": 2.0, "changed": "params changed"}) == "no time, params changed"
