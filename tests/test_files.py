@@ -61,3 +61,15 @@ def test_new_file_where_nothing_can_be_written(tmp_path, monkeypatch):
     assert e.value.message == f"--out {tmp_path / 'r.json'}: cannot write in {tmp_path} (Permission denied)"
     assert e.value.hint == "choose a file for --out in a directory you can write to"
     assert e.value.__suppress_context__
+
+
+def test_new_file_probes_the_directory_itself(tmp_path):
+    """Not the temporary directory: a file must be creatable where it will be written."""
+    if os.geteuid() == 0:
+        where = "/proc"  # modes do not stop root
+    else:
+        where = tmp_path / "read-only"
+        where.mkdir()
+        where.chmod(0o555)
+    with pytest.raises(GemmlabError, match=f"--out {where}/r.json: cannot write in {where} "):
+        new_file(f"{where}/r.json", "--out")
