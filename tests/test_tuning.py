@@ -111,3 +111,41 @@ def test_the_tensor_rules_thresholds(shape, variant, params):
 def test_keys():
     assert tuning.key(Shape(1, 2, 3)) == "1x2x3" and tuning.key(Shape(1, 2, 3), "tf32") == "1x2x3 tf32"
     assert tuning._parse("1x2x3") == ((1, 2, 3), "fp32") and tuning._parse("1x2x3 bf16") == ((1, 2, 3), "bf16")
+
+
+def test_the_cache_file_is_sorted_and_indented(monkeypatch, tmp_path):
+    """A file people read and diff: keys sorted, two spaces an indent."""
+    tuning.save_best("GPU", Shape(8, 16, 32), {"variant": "tiled", "params": {"TILE": 16}, "ms": 2.0, "tflops": 3.0})
+    data = json.loads(tuning.path().read_text())
+    assert tuning.path().read_text() == json.dumps(data, indent=2, sort_keys=True)
+    assert tuning.path().read_text().startswith('{\n  "GPU": {\n    "8x16x32": {\n      "date": ')
+
+
+@pytest.mark.parametrize("shape,variant,params", [
+    ((896, 4352, 4096), "spread", {}),  # 119 tiles of 128 x 256: 90.2% of 132 SMs' waves (89.5% of 133)
+    ((385, 8192, 4096), "spread", {}),  # 4 rows of 128 x 256 tiles, the last of one row of C
+    ((33, 3072, 3072), "pipelined", {"SPLIT_K": 16}),  # 33 rows: no longer skinny
+    ((2, 3096, 4096), "skinny_async", {"BM": 2, "SPLIT_K": 16}),  # 25 blocks of 128 columns, the last of 24
+])
+def test_the_rule_for_132_sms_by_default(shape, variant, params):
+    name, overrides, _ = tuning.rule(Shape(*shape))
+    assert name == variant and all(overrides[k] == x for k, x in params.items())
+    assert name != "spread" or overrides == {}
+
+
+@pytest.mark.parametrize("shape,variant,split", [
+    ((1024, 4097, 4096), "spread64", None),  # a 17th column of 128 x 256 tiles, nearly empty: 64 x 128 fills better
+    ((65, 8192, 4096), "spread64", None),    # two rows of 64 x 128 tiles
+    ((512, 2049, 4096), "pipelined", 4),     # 17 columns of 64 x 128 tiles: 136 of them
+    ((65, 2048, 4096), "pipelined", 16),     # 2 x 16 tiles
+    ((129, 1025, 4096), "pipelined", 16),    # 3 x 9 tiles
+    ((1025, 3072, 4096), "pipelined", 1),    # 17 x 24 tiles: 3 an SM already, K whole
+])
+def test_a_partial_tile_counts_as_a_tile(shape, variant, split):
+    name, overrides, _ = tuning.rule(Shape(*shape))
+    assert ("spread64" if name == "spread" and overrides.get("BM") == 64 else name) == variant
+    assert overrides.get("SPLIT_K") == split
+
+
+def test_the_tensor_rule_for_132_sms_by_default():
+    assert tuning.tensor_rule(Shape(64, 8448, 4096), "bf16")[1]["BN"] == 128  # 66 tiles of 128: half of 132
