@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import GemmlabError
+from .results import metrics
 from .results.model import ITEM_BYTES, Shape
 from .templates import builtin_dir
 
@@ -131,23 +132,23 @@ def min_bytes(shape: Shape, dtype: str = "fp32") -> int:
 
 
 def roofline(shape: Shape, peak_flops: float, bandwidth: float, dtype: str = "fp32") -> dict:
-    """Intensity (FLOP/byte), the bound (FLOP/s), and which ceiling sets it."""
-    ai = shape.flops / min_bytes(shape, dtype)
-    memory_bound = ai * bandwidth
-    return {"ai": ai, "bound_flops": min(peak_flops, memory_bound),
-            "bound": "memory" if memory_bound < peak_flops else "compute", "ridge_ai": peak_flops / bandwidth}
+    """Intensity (FLOP/byte), the bound (FLOP/s), which ceiling sets it, and the ridge point."""
+    context = metrics.Roofline(shape.flops, min_bytes(shape, dtype), peak_flops, bandwidth, None)
+    r = metrics.derive_roofline({"tflops": None}, context)
+    return {"ai": r["ai"], "bound_flops": metrics.bound_flops(context), "bound": r["bound"],
+            "ridge_ai": peak_flops / bandwidth}
 
 
 def annotate(row: dict, entry: Entry, peak_flops: float, bandwidth: float, cublas_tflops: float | None,
              dtype: str = "fp32") -> dict:
-    """Add the suite's columns to a result row: shape, intensity, bound, % of bound, x cuBLAS, target."""
+    """Add the suite's columns to a result row: shape, its name, the roofline metrics (results/metrics.py:
+    intensity, bound, % of bound, x cuBLAS) and the course's target."""
     shape, target = entry.shape, entry.target
-    roof = roofline(shape, peak_flops, bandwidth, dtype)
-    tflops = row["tflops"]
-    pct_bound = 100 * tflops * 1e12 / roof["bound_flops"] if tflops else None
-    row.update(shape=str(shape), shape_name=entry.name, ai=roof["ai"], bound=roof["bound"],
-               bound_tflops=roof["bound_flops"] / 1e12, pct_bound=pct_bound,
-               x_cublas=tflops / cublas_tflops if tflops and cublas_tflops else None, target_pct=target,
+    row.update(shape=str(shape), shape_name=entry.name)
+    metrics.derive_roofline(row, metrics.Roofline(shape.flops, min_bytes(shape, dtype), peak_flops, bandwidth,
+                                                  cublas_tflops))
+    pct_bound = row["pct_bound"]
+    row.update(target_pct=target,
                met=None if target is None or row["variant"] == "cuBLAS" else bool(pct_bound and pct_bound >= target))
     return row
 

@@ -86,8 +86,9 @@ def sweep_plot(doc: dict, path: Path) -> None:
 
 def roofline_plot(doc: dict, path: Path) -> None:
     plt = _pyplot()
-    dev = doc["device"]
-    peak, bw = dev["peak_fp32_tflops"] * 1e12, doc["bandwidth_tbs"] * 1e12
+    dev, dtype = doc["device"], doc.get("dtype", "fp32")
+    peak = ((dev.get("peak_tflops") or {}).get(dtype) or dev["peak_fp32_tflops"]) * 1e12  # the suite's type's
+    bw = doc["bandwidth_tbs"] * 1e12
     rows = _passing(doc, "tflops")
     ais = [r["ai"] for r in rows]
     lo, hi = min(ais + [peak / bw]) / 2, max(ais + [peak / bw]) * 2

@@ -2,8 +2,10 @@
 
 Each Metric computes its value from the row (whose `ms` is set only for a passing check) and the run's
 context: the shape's FLOPs, the device's peak for the input type, and cuBLAS's time in the same run.
-A metric that cannot be computed (no time, no cuBLAS) is None. Speed-ups rung over rung need the rows
-in ladder order: add_speedups."""
+A metric that cannot be computed (no time, no cuBLAS) is None. A suite's rows also have the roofline
+metrics (ROOFLINE, derive_roofline), which need the shape's bytes and the measured copy bandwidth.
+Speed-ups rung over rung need the rows in ladder order: add_speedups. (A row's change against its last
+run is the history's: results/history.py's delta.)"""
 
 from __future__ import annotations
 
@@ -39,11 +41,42 @@ METRICS = (  # in order: a metric may use the ones before it
 )
 
 
-def derive(row: dict, context: Context) -> dict:
+def derive(row: dict, context: Context, metrics: tuple[Metric, ...] = METRICS) -> dict:
     """Every metric of `row`, set in place (and the row returned)."""
-    for m in METRICS:
+    for m in metrics:
         row[m.key] = m.value(row, context)
     return row
+
+
+@dataclass(frozen=True)
+class Roofline:
+    flops: int              # 2 M N K
+    min_bytes: int          # what every algorithm moves at least: A and B read once, C written once
+    peak_flops: float       # the device's peak for the input type, FLOP/s
+    bandwidth: float        # the measured copy bandwidth, bytes/s
+    cublas_tflops: float | None
+
+
+def bound_flops(c: Roofline) -> float:
+    """The roofline bound, FLOP/s: the peak, or intensity x bandwidth where that is lower."""
+    return min(c.peak_flops, c.flops / c.min_bytes * c.bandwidth)
+
+
+ROOFLINE = (
+    Metric("ai", "arithmetic intensity: FLOPs over the bytes every algorithm moves", lambda r, c: c.flops / c.min_bytes),
+    Metric("bound", "which ceiling bounds the shape: memory (intensity x bandwidth) or compute (the peak)",
+           lambda r, c: "memory" if r["ai"] * c.bandwidth < c.peak_flops else "compute"),
+    Metric("bound_tflops", "the roofline bound, TFLOP/s", lambda r, c: bound_flops(c) / 1e12),
+    Metric("pct_bound", "% of the roofline bound",
+           lambda r, c: 100 * r["tflops"] * 1e12 / bound_flops(c) if r["tflops"] else None),
+    Metric("x_cublas", "speed over cuBLAS's on the same shape in the same run",
+           lambda r, c: r["tflops"] / c.cublas_tflops if r["tflops"] and c.cublas_tflops else None),
+)
+
+
+def derive_roofline(row: dict, context: Roofline) -> dict:
+    """The roofline metrics of a suite's row (which has its other metrics already), set in place."""
+    return derive(row, context, ROOFLINE)
 
 
 def add_speedups(rows: list[dict]) -> None:
