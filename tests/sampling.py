@@ -40,13 +40,17 @@ def risk_sample(v) -> list[dict]:
             todo.pop(0)
             continue
         fixed = {n for n in config if config[n] != defaults[n]}
+        alone = True
         for name, value in todo[1:]:
             if name in fixed:
                 continue
             trial = v._nearest(config, name, value)
             if trial is not None and all(trial[n] == config[n] for n in fixed):
                 fixed |= {n for n in trial if trial[n] != config[n]} | {name}
-                config = trial
+                config, alone = trial, False
+        if alone:  # the tail of one parameter (SPLIT_K's middle values): beside the smallest tiles, not the
+            # defaults, whose compile is the slowest (spread's two seconds); the boundaries are covered above
+            config = v._nearest(valid[0], *todo[0]) or config
         picked.append(config)
         todo = [(n, c) for n, c in todo if config[n] != c]
     return picked
