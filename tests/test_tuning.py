@@ -98,6 +98,9 @@ def test_the_skinny_rules_thresholds(shape, sms, variant, params):
     ((128, 8320, 4096), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),   # 65: 64 wide
     ((128, 8448, 4096), "wgmma_ws", {}),
     ((129, 8320, 4096), "wgmma_ws", {}),
+    ((65, 8320, 4096), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),    # 2 x 130 tiles
+    ((65, 8448, 4096), "wgmma_ws", {}),
+    ((64, 8328, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6}),   # 65.06 columns of 128: 66 tiles
 ])
 def test_the_tensor_rules_thresholds(shape, variant, params):
     name, overrides, why = tuning.tensor_rule(Shape(*shape), "bf16", 132)
@@ -106,6 +109,9 @@ def test_the_tensor_rules_thresholds(shape, variant, params):
         M, N = shape[:2]
         assert why == f"{M} row(s) of C: 64 x {params['BN']} tiles ({-(-M // 64) * -(-N // params['BN'])} of them), " \
                       "B streamed 6 stages deep"
+    else:
+        assert why == "warp-specialised wgmma, 128 x 256 tiles, stream-K over the last wave"
+    assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[2] == "TMA and wgmma, 256 x 128 tiles"
 
 
 def test_keys():
@@ -149,3 +155,13 @@ def test_a_partial_tile_counts_as_a_tile(shape, variant, split):
 
 def test_the_tensor_rule_for_132_sms_by_default():
     assert tuning.tensor_rule(Shape(64, 8448, 4096), "bf16")[1]["BN"] == 128  # 66 tiles of 128: half of 132
+
+
+def test_choose_passes_on_the_sms_and_the_type():
+    cat = gemmlab.catalog()
+    assert tuning.choose(cat, "GPU", Shape(1152, 256, 4096), sms=10)[2] == "rule: 128 x 256 tiles fill 90% of the SMs' waves"
+    assert tuning.choose(cat, "GPU", Shape(896, 4352, 4096))[1]["BM"] == 128  # 132 SMs unless told: spread's big tile
+    tuning.save_best("GPU", Shape(256, 256, 256), {"variant": "mma", "params": {"BM": 128}, "ms": 1.0, "tflops": 1.0,
+                                                   "dtype": "fp16"})
+    v, params, how = tuning.choose(cat, "GPU", Shape(256, 256, 256), dtype="fp16")
+    assert (v.name, params["BM"], params["DTYPE"]) == ("mma", 128, "fp16") and how.startswith("tuning cache")
