@@ -49,10 +49,11 @@ declare -A KEEP=(
   [render]="not every_config_renders_clean"
   [results/tuning]="not plots_from_recorded"
 )
-# mutmut stops a mutant's tests after (their usual time + 1 s) x this (its default: 15). worker.py's
-# mutants that break the time limit make a test wait until then: a hang is caught in a few seconds.
+# mutmut stops a mutant's tests after (their usual time + 1 s) x this (its default: 15), and calls it a
+# timeout. worker.py's mutants that break the time limit make a test wait until then: with the default,
+# half an hour each (its selected tests take two minutes on two busy cores).
 declare -A TIMEOUT=(
-  [worker]=3
+  [worker]=1.2
 )
 # Of results/records.py only the functions that derive a row's numbers and verdict are scored.
 declare -A FUNCTIONS=(
