@@ -50,9 +50,11 @@ def test_show_compiled_without_gpu(what, needle):
 
 
 def test_build_all_configs():
-    r = invoke("build", "--variant", "regblock", "--arch", "sm_90", "--all-configs")
+    # tiled's 6: regblock's 21 (test_templates counts them) took 8 s of CPU more to compile, which no other
+    # test needs since test_compile compiles a sample of them
+    r = invoke("build", "--variant", "tiled", "--arch", "sm_90", "--all-configs")
     assert r.exit_code == 0, r.output
-    assert r.output.count(" ok ") == 21  # every valid configuration of regblock
+    assert r.output.count(" ok ") == 6  # every valid configuration of tiled
 
 
 def test_build_fails_on_a_template_that_does_not_compile(user_dir):
