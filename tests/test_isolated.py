@@ -71,3 +71,15 @@ def test_progress_and_a_worker_that_never_starts(monkeypatch):
             w.start()
     assert (e.value.kind, e.value.message) == (
         "TIMEOUT", "starting the worker made no progress for 1 s; the worker was killed (raise the limit with --timeout)")
+
+
+def test_a_crash_without_an_exit_code_names_none():
+    """A pipe that ends with no process behind it (none to reap): no "(exit code ...)" to give."""
+    import multiprocessing
+    mine, theirs = multiprocessing.Pipe()
+    theirs.close()
+    w = Isolated("handlers:Echo", ("t",), timeout=1)
+    w.conn = mine
+    with pytest.raises(Fault) as e:
+        w._wait("the job", 1)
+    assert (e.value.kind, e.value.message) == ("CRASHED", "the worker process died during the job")
