@@ -71,3 +71,17 @@ def test_an_expression_at_the_headers_very_start(tmp_path):
     p = tmp_path / "t.cu.j2"
     p.write_text('{#---\nname = "t"\n---#}\n')
     assert expression_line(p, "name") == 2
+
+
+def test_the_file_named_without_a_line_and_without_a_file(tmp_path):
+    p = tmp_path / "t.cu.j2"
+    p.write_text('{#---\nname = "t"\n---#}\n')  # the expression is not in it: no line to give
+    with pytest.raises(GemmlabError) as e:
+        evaluate("x.__class__", {"x": 1}, "launch.smem", p)
+    assert e.value.message == f"{p}: launch.smem 'x.__class__': {UNSAFE}: `int.__class__` is not allowed"
+    with pytest.raises(GemmlabError) as e:
+        evaluate("1 +", {}, "launch.smem", p)
+    assert e.value.message.startswith(f"{p}: launch.smem: cannot evaluate '1 +': ")
+    with pytest.raises(GemmlabError) as e:
+        evaluate("1 +", {}, "launch.smem")
+    assert e.value.message.startswith("launch.smem: cannot evaluate '1 +': ")
