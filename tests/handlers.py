@@ -32,6 +32,10 @@ class Echo:
             self.phase("long step", request[1])
             time.sleep(request[1])
             return "done"
+        if kind == "overrun":  # announces a long step, then takes longer (seconds: announced, taken)
+            self.phase("long step", request[1])
+            time.sleep(request[2])
+            return "done"
         if kind == "refuse":
             raise GemmlabError("bad input", "fix it")
         if kind == "bug":

@@ -83,3 +83,10 @@ def test_a_crash_without_an_exit_code_names_none():
     with pytest.raises(Fault) as e:
         w._wait("the job", 1)
     assert (e.value.kind, e.value.message) == ("CRASHED", "the worker process died during the job")
+
+
+def test_an_announced_step_gets_twice_its_time_and_no_more():
+    """1 s announced with a limit of 0.5 s: 0.5 + 2 x 1 = 2.5 s without a word, so 3 s is too long."""
+    with Isolated("handlers:Echo", ("t",), timeout=0.5) as w:
+        with pytest.raises(Fault, match="the job made no progress for 0.5 s"):
+            w.call(("overrun", 1.0, 3.0))
