@@ -85,3 +85,13 @@ def test_the_file_named_without_a_line_and_without_a_file(tmp_path):
     with pytest.raises(GemmlabError) as e:
         evaluate("1 +", {}, "launch.smem")
     assert e.value.message.startswith("launch.smem: cannot evaluate '1 +': ")
+
+
+def test_a_failing_expression_names_the_file_where_there_is_one(tmp_path):
+    p = tmp_path / "t.cu.j2"
+    with pytest.raises(GemmlabError) as e:
+        evaluate("1 // 0", {}, "launch.smem", p)
+    assert e.value.message == f"{p}: launch.smem: '1 // 0' failed: integer division or modulo by zero"
+    with pytest.raises(GemmlabError) as e:
+        evaluate("1 // 0", {}, "launch.smem")
+    assert e.value.message == "launch.smem: '1 // 0' failed: integer division or modulo by zero"
