@@ -171,8 +171,10 @@ def test_the_cache_file_name_and_other_types_skipped():
     from gemmlab.templates import data_dir
     assert tuning.path() == data_dir() / "tuning.json"
     s = Shape(1024, 1024, 1024)
-    tuning.save_best("GPU", s, {"variant": "mma", "params": {}, "ms": 1.0, "tflops": 1.0, "dtype": "bf16"})
+    tuning.save_best("GPU", Shape(1000, 1024, 1024), {"variant": "mma", "params": {}, "ms": 1.0, "tflops": 1.0,
+                                                       "dtype": "bf16"})
     tuning.save_best("GPU", s, {"variant": "tiled", "params": {}, "ms": 1.0, "tflops": 1.0})
-    assert tuning.cached("GPU", s)[0]["variant"] == "tiled"  # past the bf16 entry, saved before it
+    assert list(tuning.load()["GPU"]) == ["1000x1024x1024 bf16", "1024x1024x1024"]
+    assert tuning.cached("GPU", s)[0]["variant"] == "tiled"  # past the bf16 entry, read before it
     v, params, _ = tuning.choose(gemmlab.catalog(), "GPU", Shape(64, 8448, 4096), sms=200, dtype="bf16")
     assert (v.name, params["BN"]) == ("wgmma", 64)  # 66 tiles of 128 on 200 SMs: 64 wide
