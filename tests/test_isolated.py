@@ -90,3 +90,25 @@ def test_an_announced_step_gets_twice_its_time_and_no_more():
     with Isolated("handlers:Echo", ("t",), timeout=0.5) as w:
         with pytest.raises(Fault, match="the job made no progress for 0.5 s"):
             w.call(("overrun", 1.0, 3.0))
+
+
+def test_defaults_and_a_worker_that_will_not_exit():
+    w = Isolated("handlers:Echo", ("t",))
+    assert (w.timeout, w.info, w.proc, w.conn) == (60.0, None, None, None)
+
+    class Stuck:  # a worker process that does not end when asked: waited for 10 s, then killed
+        def __init__(self):
+            self.joins, self.killed, self.exitcode = [], False, None
+
+        def join(self, timeout=None):
+            self.joins.append(timeout)
+            if self.killed:
+                self.exitcode = -9
+
+        def is_alive(self):
+            return not self.killed
+
+        def kill(self):
+            self.killed = True
+    w.proc = stuck = Stuck()
+    assert w._reap() == -9 and stuck.joins == [10, None] and w.proc is None
