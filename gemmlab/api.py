@@ -27,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import GemmlabError
+from .files import new_file
 from .kernel import Kernel, configure
 from .templates import Catalog, Variant, discover, show_value
 
@@ -105,7 +106,11 @@ def _argv(command: str, shape, opts, doc: dict, kernels_dirs, extra: list[str]) 
     argv += ["--rounds", str(opts.rounds)] if opts.rounds != 1 else []
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
     argv += ["--check", "fp64"] if opts.fp64_check else []
-    return argv + [a for d in kernels_dirs for a in ("--kernels-dir", str(d))]
+    return argv + _dirs_argv(kernels_dirs)
+
+
+def _dirs_argv(kernels_dirs) -> list[str]:
+    return [a for d in kernels_dirs for a in ("--kernels-dir", str(d))]
 
 
 def _params_argv(params: dict) -> list[str]:
@@ -142,7 +147,7 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
     from . import measure
     from .present.resultset import ResultSet
     cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout)
-    out = new_file_or_none(out)
+    out = new_file(out, "--out")
     given = dict(params or {})
     if not isinstance(variant, Variant) and variant == "auto":
         if given:
@@ -169,7 +174,7 @@ def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 
     from . import measure
     from .present.resultset import ResultSet
     cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout)
-    out = new_file_or_none(out)
+    out = new_file(out, "--out")
     if isinstance(variants, (str, Variant)):
         variants = [variants]
     if variants is not None:
@@ -202,19 +207,16 @@ def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None,
     if any(sp.split("=", 1)[0].strip() == "DTYPE" for sp in specs):
         raise GemmlabError("a sweep runs one input type; choose it with --dtype")
     valid, skipped = grids.grid(v, specs, fixed=v.for_dtype(opts.dtype))
-    out = new_file_or_none(out)
+    out = new_file(out, "--out")
     with _Progress(progress) as reporter:
         for n, why, example in grids.skip_summary(skipped):
             reporter.note(f"skipped {n}: {why}  (e.g. {example})")
         if not valid:
             raise GemmlabError(f"no point of the grid satisfies {v.name}'s constraints ({len(skipped)} skipped)")
-        doc, rows = measure.sweep(v, valid, shape, opts, reporter, out, fresh=fresh, compile_jobs=jobs, record=record)
-        doc["skipped"] = [{"params": typed, "why": why} for typed, why in skipped]
-        doc["swept"] = [grids.parse_spec(sp)[0] for sp in specs]
-        if out:
-            from .files import write_atomic
-            from .present.export import dump
-            write_atomic(out, dump(dict(doc, rows=rows)))
+        about = {"skipped": [{"params": typed, "why": why} for typed, why in skipped],
+                 "swept": [grids.parse_spec(sp)[0] for sp in specs]}
+        doc, rows = measure.sweep(v, valid, shape, opts, reporter, out, fresh=fresh, compile_jobs=jobs, record=record,
+                                  about=about)
         if save_best and not doc.get("interrupted"):
             measure.save_best(doc, rows, shape, reporter)
     extra = ["--variant", v.name] + [a for sp in specs for a in ("--param", sp)]
@@ -254,7 +256,7 @@ def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | N
     auto, named = _shapes_variants(cat, variants)
     for v in named:
         v.for_dtype(dtype)  # a variant without a kernel for the type: one error now, not one per shape
-    out = new_file_or_none(out)
+    out = new_file(out, "--out")
     with _Progress(progress) as reporter:
         doc = measure.suite(suite_, auto, named, cat, opts, reporter, out, record=record)
     argv = ["suite", "--variants", ",".join((["auto"] if auto else []) + [v.name for v in named])]
@@ -262,7 +264,7 @@ def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | N
     argv += ["--only", ",".join(str(e.shape) for e in suite_.entries)] if only is not None else []
     argv += ["--dtype", dtype, "--reps", str(reps)] + (["--rounds", str(rounds)] if rounds != 1 else [])
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
-    return ResultSet.of(doc, argv + [a for d in kernels_dirs for a in ("--kernels-dir", str(d))])
+    return ResultSet.of(doc, argv + _dirs_argv(kernels_dirs))
 
 
 def scaling(variants=("auto",), sizes=(256, 512, 1024, 2048, 4096), *, numpy: bool = False, reps: int = 10,
@@ -279,7 +281,7 @@ def scaling(variants=("auto",), sizes=(256, 512, 1024, 2048, 4096), *, numpy: bo
         doc = measure.scaling(ns, auto, named, cat, opts, reporter, numpy=numpy, record=record)
     argv = ["scaling", "--variants", ",".join((["auto"] if auto else []) + [v.name for v in named]),
             "--sizes", ",".join(map(str, ns)), "--reps", str(reps)] + (["--backend", "numpy"] if numpy else [])
-    return ResultSet.of(doc, argv + [a for d in kernels_dirs for a in ("--kernels-dir", str(d))])
+    return ResultSet.of(doc, argv + _dirs_argv(kernels_dirs))
 
 
 def show(variant: str | Variant, params: dict | None = None, what: str = "source", *, dtype: str | None = None,
@@ -311,9 +313,3 @@ def history(variant: str | None = None, limit: int = 20) -> list[dict]:
     """Past runs, newest last, as `gemmlab history --json` gives them."""
     from .results import history as hist
     return hist.runs(variant, limit)
-
-
-def new_file_or_none(path) -> Path | None:
-    """An --out file: it must not exist yet, and its directory must take a file (checked before the run)."""
-    from .files import new_file
-    return new_file(path, "--out") if path else None

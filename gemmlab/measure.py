@@ -109,10 +109,11 @@ def compare(chosen: list[Variant], shape: Shape, opts: Options, reporter: Report
 
 def sweep(v: Variant, valid: list[dict], shape: Shape, opts: Options, reporter: Reporter,
           out_path: Path | None = None, fresh: bool = False, compile_jobs: int | None = None,
-          record: bool = True) -> tuple[dict, list[dict]]:
+          record: bool = True, about: dict | None = None) -> tuple[dict, list[dict]]:
     """Every configuration in `valid` (grid.grid's), fastest first, cuBLAS last. What the history already
     has for this GPU, shape, input type and rendered source is taken from it, not measured again (unless
-    fresh); the rest is compiled in parallel first (into the cache), then measured."""
+    fresh); the rest is compiled in parallel first (into the cache), then measured. `about`: more keys
+    for the document (what was swept, what was skipped)."""
     from .grid import compile_all
     known = []  # history rows of configurations measured before on this GPU and shape
 
@@ -136,6 +137,7 @@ def sweep(v: Variant, valid: list[dict], shape: Shape, opts: Options, reporter: 
                                                    for h in known]
     rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0))
     rows += [cublas] if cublas else []
+    doc.update(about or {})
     recorder.save(doc, rows)
     return doc, rows
 

@@ -144,6 +144,20 @@ def write_template(directory: Path, name: str, body: str, header_extra: str = ""
     return path
 
 
+# A template that starts from tiled (`from`) and replaces one block: its inner loop, kept rolled.
+ROLLED = """{#---
+name = "rolled"
+from = "tiled"
+idea = "tiled, its inner loop kept rolled"
+---#}
+{% block compute %}
+        #pragma unroll 1
+        for (int k = 0; k < {{ TILE }}; ++k)
+            acc += As[ty][k] * Bs[k][tx];
+{% endblock %}
+"""
+
+
 GOOD_BODY = """extern "C" __global__ void gemm(const float* A, const float* B, float* C, int M, int N, int K)
 {
     const int col = blockIdx.x * {{ TILE }} + threadIdx.x;

@@ -3,7 +3,6 @@ what an unknown, doubled or orphaned variant says. Written from the mutants test
 through (docs/testing.md, "Mutation testing")."""
 
 import os
-from pathlib import Path
 
 import pytest
 

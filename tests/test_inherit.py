@@ -6,24 +6,13 @@ import re
 import pytest
 
 import gemmlab
-from conftest import ROOT
+from conftest import ROLLED, ROOT
 from gemmlab.errors import GemmlabError
 from gemmlab.render import render
 from gemmlab.templates import discover
 from gemmlab.templates.inherit import merge
 
 TILED = ROOT / "kernels" / "fp32" / "03_tiled.cu.j2"
-ROLLED = """{#---
-name = "rolled"
-from = "tiled"
-idea = "tiled, its inner loop kept rolled"
----#}
-{% block compute %}
-        #pragma unroll 1
-        for (int k = 0; k < {{ TILE }}; ++k)
-            acc += As[ty][k] * Bs[k][tx];
-{% endblock %}
-"""
 
 
 def test_a_template_with_from_lists_and_renders_with_its_block_replaced(user_dir):

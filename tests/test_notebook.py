@@ -15,23 +15,12 @@ pytest.importorskip("IPython", reason="the notebook extra (ipykernel, nbclient, 
 import click  # noqa: E402
 
 import gemmlab  # noqa: E402
-from conftest import ROOT  # noqa: E402
+from conftest import ROLLED, ROOT  # noqa: E402
 from gemmlab import notebook  # noqa: E402
 from gemmlab.notebook import NO_GPU, parse_line  # noqa: E402
 
 NAIVE = (ROOT / "kernels" / "fp32" / "01_naive.cu.j2").read_text()
 MINE = NAIVE.replace('name = "naive"', 'name = "mine"')
-ROLLED = """{#---
-name = "rolled"
-from = "tiled"
-idea = "tiled, its inner loop kept rolled"
----#}
-{% block compute %}
-        #pragma unroll 1
-        for (int k = 0; k < {{ TILE }}; ++k)
-            acc += As[ty][k] * Bs[k][tx];
-{% endblock %}
-"""
 
 
 @pytest.fixture

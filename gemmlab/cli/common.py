@@ -145,6 +145,13 @@ rounds_option = click.option(
          "each one's median: clock drift under the power cap then touches all alike.")
 
 
+def show_options(f):
+    """What `show` shows and for which architecture (the CLI's show and the notebook's)."""
+    f = click.option("--arch", help="Compile for this architecture (e.g. sm_90) instead of the GPU's.")(f)
+    return click.option("--what", type=click.Choice(["source", "ptx", "sass", "resources"]), default="source",
+                        show_default=True, help="What to show.")(f)
+
+
 def shape_options(f):
     f = click.option("-K", "k", type=click.IntRange(min=1), help="K (overrides --size).")(f)
     f = click.option("-N", "n", type=click.IntRange(min=1), help="N (overrides --size).")(f)

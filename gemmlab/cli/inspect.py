@@ -26,7 +26,7 @@ from ..errors import GemmlabError
 from ..render import render
 from ..templates import NAME_RE, SUFFIX, default_user_dir, load_variant, user_dirs
 from .common import (_note, _print_rows, _spinner, cli, dtype_option, err, kernels_dir_option, names_list,
-                     out, output_format, output_options, overrides, param_options)
+                     out, output_format, output_options, overrides, param_options, show_options)
 
 
 @cli.command("list")
@@ -96,9 +96,7 @@ def _print_code(text: str, lexer: str):
 @cli.command()
 @click.option("--variant", "-v", "name", required=True, help="The variant to show.")
 @param_options
-@click.option("--what", type=click.Choice(["source", "ptx", "sass", "resources"]), default="source",
-              show_default=True, help="What to show.")
-@click.option("--arch", help="Compile for this architecture (e.g. sm_90) instead of the GPU's.")
+@show_options
 @dtype_option
 @kernels_dir_option
 @output_options

@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from .. import api
-from ..cli.common import dtype_option, names_list, overrides, param_options, shape_options
+from ..cli.common import dtype_option, names_list, overrides, param_options, shape_options, show_options
 from ..errors import GemmlabError
 from .cells import NO_GPU, Cell, _session, gpu_missing, write_cell
 from .display import Rich, _display, _error, _plot_argv, _say, _show_plot, code
@@ -53,9 +53,7 @@ def sweep_command(**kw):
 
 @click.command("show")
 @param_options
-@click.option("--what", type=click.Choice(["source", "ptx", "sass", "resources"]), default="source",
-              show_default=True, help="What to show.")
-@click.option("--arch", help="Compile for this architecture (e.g. sm_90) instead of the GPU's.")
+@show_options
 @dtype_option
 @_kernels_dir
 def show_command(**kw):
