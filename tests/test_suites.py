@@ -92,15 +92,16 @@ def test_the_roofline_takes_the_input_types_bytes():
 
 @pytest.mark.parametrize("shape, dtype, variant, params, why", [
     ((4096, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
-    ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}, "64 row(s) of C: 64 x 64 tiles (64 of them)"),
+    ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 64, "STAGES": 6, "SPLIT_K": 4},
+     "64 row(s) of C: 64 x 64 tiles (64 of them, K in 4 slices)"),
     ((128, 8192, 8192), "bf16", "wgmma", {"BM": 64, "BN": 64}, "128 row(s) of C: 64 x 64 tiles (256 of them)"),
     ((1, 10240, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128}, "64 x 128 tiles (80 of them)"),
     ((129, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
     ((128, 14336, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
-    ((4096, 4096, 4100), "bf16", "mma", {}, "K or N is not a multiple of 8"),
-    ((4096, 4095, 4096), "fp16", "mma", {}, "K or N is not a multiple of 8"),
+    ((4096, 4096, 4100), "bf16", "mma", {}, "K or N is not a multiple of 16 bytes"),
+    ((4096, 4095, 4096), "fp16", "mma", {}, "K or N is not a multiple of 16 bytes"),
     ((4096, 4096, 4096), "tf32", "wgmma_tf32", {}, "TMA and wgmma"),
-    ((4096, 4096, 4098), "tf32", "mma", {}, "not a multiple of 4"),
+    ((4096, 4096, 4098), "tf32", "mma", {}, "K or N is not a multiple of 16 bytes"),
 ])
 def test_auto_for_the_tensor_core_types(shape, dtype, variant, params, why):
     v, got, how = tuning.choose(gemmlab.catalog(), "some GPU", Shape(*shape), 132, dtype)

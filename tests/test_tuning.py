@@ -94,24 +94,44 @@ def test_the_skinny_rules_thresholds(shape, sms, variant, params):
 
 
 @pytest.mark.parametrize("shape,variant,params", [
-    ((64, 8448, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6}),   # 66 tiles of 128: half of 132 SMs
-    ((128, 8320, 4096), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),   # 65: 64 wide
+    ((64, 8448, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6, "SPLIT_K": 2}),  # 66 tiles of 128: 2 slices fill 132 SMs
+    ((128, 8320, 4096), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),   # 65: 64 wide; 260 tiles, 2 an SM
     ((128, 8448, 4096), "wgmma_ws", {}),
     ((129, 8320, 4096), "wgmma_ws", {}),
     ((65, 8320, 4096), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),    # 2 x 130 tiles
     ((65, 8448, 4096), "wgmma_ws", {}),
-    ((64, 8328, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6}),   # 65.06 columns of 128: 66 tiles
+    ((64, 8328, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6, "SPLIT_K": 2}),  # 65.06 columns of 128: 66 tiles
+    ((1, 4096, 14336), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6, "SPLIT_K": 4}),   # 64 tiles x 4 in 2 x 132 slots
+    ((1, 14336, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6}),   # 112 tiles, one an SM: 2 slices would make 2 waves
+    ((1, 4096, 512), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6, "SPLIT_K": 2}),    # slices of at least 4 steps of 64
+    ((1, 4096, 256), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),
 ])
 def test_the_tensor_rules_thresholds(shape, variant, params):
     name, overrides, why = tuning.tensor_rule(Shape(*shape), "bf16", 132)
     assert (name, overrides) == (variant, params)
     if name == "wgmma":
         M, N = shape[:2]
-        assert why == f"{M} row(s) of C: 64 x {params['BN']} tiles ({-(-M // 64) * -(-N // params['BN'])} of them), " \
-                      "B streamed 6 stages deep"
+        split = f", K in {params['SPLIT_K']} slices" if "SPLIT_K" in params else ""
+        assert why == f"{M} row(s) of C: 64 x {params['BN']} tiles ({-(-M // 64) * -(-N // params['BN'])} of them" \
+                      f"{split}), B streamed 6 stages deep"
     else:
         assert why == "warp-specialised wgmma, 128 x 256 tiles, stream-K over the last wave"
     assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[2] == "TMA and wgmma, 256 x 128 tiles"
+
+
+@pytest.mark.parametrize("shape,params,why", [
+    ((3079, 6638, 627), {}, "1300 tiles of 128 x 128"),  # enough 128 x 128 tiles: mma's defaults
+    ((1000, 1201, 4097), {"BM": 64, "BN": 128, "WM": 32, "WN": 64}, "160 tiles of 64 x 128"),  # 80 of 128 x 128
+    ((300, 1001, 96), {"BM": 64, "BN": 64, "WM": 32, "WN": 64}, "80 tiles of 64 x 64"),  # K too short to split
+    ((39, 36, 1657), {"BM": 64, "BN": 64, "WM": 32, "WN": 64, "SPLIT_K": 8}, "1 tiles of 64 x 64, K in 8 slices"),
+    ((10, 72, 5209), {"BM": 64, "BN": 64, "WM": 32, "WN": 64, "SPLIT_K": 32}, "2 tiles of 64 x 64, K in 32 slices"),
+    ((10, 72, 100001), {"BM": 64, "BN": 64, "WM": 32, "WN": 64, "SPLIT_K": 64}, "2 tiles of 64 x 64, K in 64 slices"),
+])
+def test_unaligned_shapes_take_mma_with_tiles_and_slices_enough(shape, params, why):
+    for dtype in ("bf16", "fp16", "tf32"):
+        name, overrides, reason = tuning.tensor_rule(Shape(*shape), dtype, 132)
+        assert (name, overrides) == ("mma", params)
+        assert reason == "K or N is not a multiple of 16 bytes: cp.async (TMA cannot read the rows), " + why
 
 
 def test_keys():

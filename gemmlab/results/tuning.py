@@ -161,25 +161,62 @@ def skinny_rule(shape, sms: int) -> tuple[str, dict, str]:
 TMA_ELEMENTS = {"tf32": 4, "fp16": 8, "bf16": 8}
 
 
-def tensor_rule(shape, dtype: str, sms: int = 132) -> tuple[str, dict, str]:
+def split_k(blocks: int, K: int, step: int, most: int, slots: int) -> int:
+    """Slices of K (a power of 2) until `blocks` C tiles fill `slots` block slots of the GPU, each slice
+    keeping at least 4 K steps of `step` (and at most `most` slices)."""
+    split = 1
+    while split < most and blocks * split * 2 <= slots and K // (step * split * 2) >= 4:
+        split *= 2
+    return split
+
+
+# mma's tiles for a shape TMA cannot read, largest first: (BM, BN, WM, WN). The smaller ones keep more
+# blocks in play where C has few rows or columns; split K makes the rest.
+MMA_TILES = ((128, 128, 64, 64), (64, 128, 32, 64), (64, 64, 32, 64))
+
+
+def mma_rule(shape, sms: int) -> tuple[str, dict, str]:
+    """mma for K or N not a multiple of 16 bytes: the largest tile of which there are at least as many as
+    SMs, else the smallest, with K split until about 2 blocks an SM (mma's smaller tiles fit several
+    on one)."""
+    M, N, K = shape.M, shape.N, shape.K
+    for bm, bn, wm, wn in MMA_TILES:
+        tiles = math.ceil(M / bm) * math.ceil(N / bn)
+        if tiles >= sms:
+            break
+    split = split_k(tiles, K, 32, 64, 2 * sms)
+    params = {} if bm == bn == 128 else {"BM": bm, "BN": bn, "WM": wm, "WN": wn}
+    if split > 1:
+        params["SPLIT_K"] = split
+    return ("mma", params, f"K or N is not a multiple of 16 bytes: cp.async (TMA cannot read the rows), "
+            f"{tiles} tiles of {bm} x {bn}" + (f", K in {split} slices" if split > 1 else ""))
+
+
+def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
-    N not a multiple of 16 bytes), mma, whose cp.async copies fall back to narrower ones at an unaligned
-    row; TF32 otherwise wgmma_tf32. FP16 and BF16 with up to 64 rows of C (decode: a stream of B) take
-    wgmma's 64-row tiles, 64 columns wide where 128 would leave more than half the SMs idle, with 6
-    stages of copies in flight; so do 65 to 128 rows where the tiles are 64 wide. The rest go to
-    wgmma_ws (128 x 256 tiles, stream-K over the last wave). These constants were fit to Llama-3's
-    decode shapes (docs/journal.md, "Any shape, any type"), so that suite does not judge them."""
+    N not a multiple of 16 bytes), mma (mma_rule), whose cp.async copies fall back to narrower ones at an
+    unaligned row; TF32 otherwise wgmma_tf32. FP16 and BF16 with up to 64 rows of C (decode: a stream of
+    B) take wgmma's 64-row tiles, 64 columns wide where 128 would leave more than half the SMs idle, with
+    6 stages of copies in flight, and K split until the blocks fill the SMs' slots; so do 65 to 128 rows
+    where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256 tiles, stream-K over the last wave).
+    These constants were fit to Llama-3's decode shapes (docs/journal.md, "Any shape, any type"), so
+    that suite does not judge them."""
     M, N, K = shape.M, shape.N, shape.K
     step = TMA_ELEMENTS[dtype]
     if K % step or N % step:
-        return "mma", {}, f"K or N is not a multiple of {step}: TMA cannot read the rows, cp.async can"
+        return mma_rule(shape, sms)
     if dtype == "tf32":
         return "wgmma_tf32", {}, "TMA and wgmma, 256 x 128 tiles"
     bn = 64 if math.ceil(N / 128) < sms / 2 else 128
     if M <= 64 or M <= 128 and bn == 64:
-        return ("wgmma", {"BM": 64, "BN": bn, "STAGES": 6},
-                f"{M} row(s) of C: 64 x {bn} tiles ({math.ceil(M / 64) * math.ceil(N / bn)} of them), B streamed "
-                "6 stages deep")
+        tiles = math.ceil(M / 64) * math.ceil(N / bn)
+        per_sm = smem_per_sm // (6 * (64 + bn) * 128 + 2048)  # wgmma's shared memory, and 1 KB the system keeps
+        split = split_k(tiles, K, 64, 32, per_sm * sms)
+        params = {"BM": 64, "BN": bn, "STAGES": 6}
+        if split > 1:
+            params["SPLIT_K"] = split
+        return ("wgmma", params, f"{M} row(s) of C: 64 x {bn} tiles ({tiles} of them"
+                + (f", K in {split} slices" if split > 1 else "") + "), B streamed 6 stages deep")
     return "wgmma_ws", {}, "warp-specialised wgmma, 128 x 256 tiles, stream-K over the last wave"
 
 
