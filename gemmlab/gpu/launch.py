@@ -1,11 +1,23 @@
-"""What a launch needs from the driver: how many blocks fit at once, TMA tensor maps, and cuBLAS."""
+"""A configured kernel's launch on given A, B and C, and what it needs from the driver: how many blocks
+fit at once, TMA tensor maps, the GPC order's table, and cuBLAS.
+
+    prepared = prepare(kernel, M, N, K, device)      # plan, loaded function, limits checked, workspace
+    launch = prepared.bind(A, B, C)                  # the arguments the template lists, made once
+    launch()                                         # on the current stream (`with stream: launch()`)
+
+gemmlab/gpu/problem.py launches through it on one GPU, gemmlab/dist/ on each rank's blocks.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from ..errors import GemmlabError
 from ..compile import ENTRY
+from ..results.check import ALPHA, BETA
 from .driver import bindings, cuda
 
 CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
@@ -23,6 +35,7 @@ def cublas_gemm(A, B, C, dtype: str) -> None:
     compute = cublas.CUBLAS_COMPUTE_32F_FAST_TF32 if dtype == "tf32" else cublas.CUBLAS_COMPUTE_32F
     (M, K), N = A.shape, B.shape[1]
     handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)  # the caller's stream (`with stream:`)
     cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
     cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, N, M, K, _ONE.ctypes.data,
                   B.data.ptr, types[dtype], N, A.data.ptr, types[dtype], K, _ZERO.ctypes.data,
@@ -93,3 +106,79 @@ def load(compiled, name: str = ENTRY):
     if compiled.key not in _loaded:
         _loaded[compiled.key] = cupy.RawModule(path=str(compiled.cubin_path))
     return _loaded[compiled.key].get_function(name)
+
+
+def gpc_order(function, geo, sms: int):
+    """The table of a GPC order (gemmlab/gpu/gpc.py), for a grid of one block on every SM, all running at
+    once; for other grids an empty table, which the kernel takes for its natural order."""
+    from .gpc import gpc_map, order_argument, slot_table
+    cluster, group = geo.gpc_order
+    blocks = geo.grid[0] * geo.grid[1] * geo.grid[2]
+    full = (blocks == sms and cuda().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+        function.kernel.ptr, geo.threads, geo.smem) == 1 and resident_blocks(function, geo, sms) >= blocks)
+    return order_argument(slot_table(gpc_map(sms), sms, cluster, group) if full else None)
+
+
+@dataclass
+class Prepared:
+    """A kernel loaded for one shape on this GPU, its limits checked: `bind` makes launches of it."""
+    kernel: object          # kernel.Kernel
+    plan: object            # kernel.LaunchPlan
+    function: object        # cupy.RawKernel
+    reduce: object = None   # the second kernel (split-K's sum), if the plan has one
+    workspace: object = None
+    order: object = None    # the GPC order's table, if the plan asks for one
+    dtype: str = "fp32"
+
+    def bind(self, A, B, C, bias=None) -> Callable[[], None]:
+        """The launch of C = A @ B (and the template's epilogue) on these arrays, with the arguments its
+        template lists (templates.ARGUMENTS) made now: tensor maps are encoded once, not per launch."""
+        geo, (M, K), N = self.plan, A.shape, B.shape[1]
+        dims = (np.int32(M), np.int32(N), np.int32(K))
+        boxes = dict(geo.tma)
+        provide = {"A": lambda: A, "B": lambda: B, "C": lambda: C, "M": lambda: dims[0], "N": lambda: dims[1],
+                   "K": lambda: dims[2], "workspace": lambda: self.workspace, "gpc_order": lambda: self.order,
+                   "tma.A": lambda: tensor_map(A, boxes["A"], self.dtype),
+                   "tma.B": lambda: tensor_map(B, boxes["B"], self.dtype),
+                   "alpha": lambda: np.float32(ALPHA), "beta": lambda: np.float32(BETA), "bias": lambda: bias}
+        args = tuple(provide[name]() for name in geo.args)
+        function, reduce, workspace = self.function, self.reduce, self.workspace
+
+        def launch():
+            if geo.zero_output:  # the kernel adds into C: part of its work, so inside any timing
+                C.fill(0)
+            function(geo.grid, geo.block, args, shared_mem=geo.smem)
+            if reduce is not None:  # e.g. split-K: sum the partial products from the workspace into C
+                reduce(geo.reduce_grid, geo.reduce_block, (workspace, C) + dims)
+        return launch
+
+
+def prepare(kernel, M: int, N: int, K: int, device, workspace=None, sms: int | None = None) -> Prepared:
+    """Load `kernel` for an M x N x K product on `device` (a DeviceInfo): the plan for `sms` SMs (default:
+    all of them; fewer leave SMs free for another stream's kernels), shared memory opted into, a grid whose
+    blocks wait for each other checked to fit at once. `workspace(nbytes)` allocates scratch memory
+    (default: a new array). GemmlabError where the kernel cannot run here."""
+    variant, compiled = kernel.variant, kernel.compiled
+    plan = kernel.plan(M, N, K, sms or device.sms)
+    limit = device.smem_optin
+    if compiled.resources.smem + plan.smem > limit:
+        raise GemmlabError(
+            f"variant '{variant.name}' needs {compiled.resources.smem + plan.smem} bytes of shared "
+            f"memory per block; {device.name} allows at most {limit}")
+    function = load(compiled)
+    if plan.smem > 48 * 1024:
+        function.max_dynamic_shared_size_bytes = plan.smem  # opt in above the default 48 KB
+    if plan.resident:  # its blocks wait for each other: a block that is not running yet would hang them
+        blocks, fits = plan.grid[0] * plan.grid[1] * plan.grid[2], resident_blocks(function, plan, device.sms)
+        if fits < blocks:
+            raise GemmlabError(
+                f"variant '{variant.name}' needs all {blocks} blocks of its grid running at once (its blocks "
+                f"wait for each other: launch.resident is {variant.resident}), and {device.name} holds {fits}",
+                hint=f"choose parameters that make {variant.resident} false")
+    if plan.workspace:
+        workspace = workspace(plan.workspace) if workspace else cuda().empty(plan.workspace, dtype=np.uint8)
+    else:
+        workspace = None
+    return Prepared(kernel, plan, function, reduce=load(compiled, "reduce") if plan.reduce_grid else None,
+                    workspace=workspace, order=gpc_order(function, plan, device.sms) if plan.gpc_order else None,
+                    dtype=kernel.dtype)

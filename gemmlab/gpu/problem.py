@@ -16,12 +16,12 @@ import numpy as np
 
 from ..errors import GemmlabError
 from ..results import check as checking
-from ..results.check import ALPHA, BETA, Check
+from ..results.check import Check
 from ..results.model import Result, Shape
 from .bench import bench
 from ..gpu.device import DeviceInfo, get_device
 from .driver import cuda
-from .launch import CUBLAS_SOURCE, cublas_gemm, resident_blocks, tensor_map
+from .launch import CUBLAS_SOURCE, cublas_gemm, gpc_order, prepare
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -214,15 +214,8 @@ class Problem:
         return self._workspace
 
     def gpc_order(self, function, geo):
-        """The table of a GPC order (gemmlab/gpu/gpc.py), for a grid of one block on every SM, all running at
-        once; for other grids an empty table, which the kernel takes for its natural order."""
-        from ..gpu.gpc import gpc_map, order_argument, slot_table
-        cluster, group = geo.gpc_order
-        sms, blocks = self.device.sms, geo.grid[0] * geo.grid[1] * geo.grid[2]
-        cupy = self.cupy
-        full = (blocks == sms and cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            function.kernel.ptr, geo.threads, geo.smem) == 1 and resident_blocks(function, geo, sms) >= blocks)
-        return order_argument(slot_table(gpc_map(sms), sms, cluster, group) if full else None)
+        """The table of a GPC order for this GPU (gemmlab/gpu/launch.py's gpc_order)."""
+        return gpc_order(function, geo, self.device.sms)
 
     def _timed(self, r: Result, launch, tile, epilogue, min_reps: int, phase) -> None:
         """Time `launch` on the timed inputs, then check them again: a kernel that keeps state from one
@@ -253,7 +246,6 @@ class Problem:
         """Launch on NaN-poisoned C and check, on every input set; then, if it passed (and `timed`), time
         it on the first. A CUDA error in a launch marks the result CRASHED: this process's CUDA context is
         then unusable (gemmlab's CLI runs this in a worker process for that reason)."""
-        from .launch import load
         cupy, s, variant, params, compiled = self.cupy, self.shape, kernel.variant, kernel.params, kernel.compiled
         if kernel.dtype != self.dtype:
             raise GemmlabError(f"variant '{variant.name}' with DTYPE={kernel.dtype} cannot run on {self.dtype} inputs")
@@ -261,61 +253,22 @@ class Problem:
                    compile_ms=compiled.compile_ms if not compiled.cached else compiled.lookup_ms,
                    cached=compiled.cached, source=str(variant.path), user=not variant.builtin,
                    dtype=self.dtype)
-        plan = kernel.plan(s.M, s.N, s.K, self.device.sms)
-        geo = r.geometry = plan
-        limit = self.device.smem_optin
-        if compiled.resources.smem + geo.smem > limit:
-            raise GemmlabError(
-                f"variant '{variant.name}' needs {compiled.resources.smem + geo.smem} bytes of shared "
-                f"memory per block; {self.device.name} allows at most {limit}")
-        t0 = time.perf_counter()
-        function = load(compiled)
-        if not compiled.cached:
-            r.compile_ms = compiled.lookup_ms + (time.perf_counter() - t0) * 1e3
-        if geo.smem > 48 * 1024:
-            function.max_dynamic_shared_size_bytes = geo.smem  # opt in above the default 48 KB
-        if geo.resident:  # its blocks wait for each other: a block that is not running yet would hang them
-            blocks, fits = geo.grid[0] * geo.grid[1] * geo.grid[2], resident_blocks(function, geo, self.device.sms)
-            if fits < blocks:
-                raise GemmlabError(
-                    f"variant '{variant.name}' needs all {blocks} blocks of its grid running at once (its blocks "
-                    f"wait for each other: launch.resident is {variant.resident}), and {self.device.name} holds {fits}",
-                    hint=f"choose parameters that make {variant.resident} false")
-        dims = (np.int32(s.M), np.int32(s.N), np.int32(s.K))
         epilogue = params.get("EPILOGUE")
         if epilogue is not None and epilogue not in checking.EPILOGUES:
             raise GemmlabError(f"unknown EPILOGUE {epilogue!r}: gemmlab knows {', '.join(checking.EPILOGUES)}")
-        reduce = load(compiled, "reduce") if geo.reduce_grid else None
-        # Every argument a template may list (templates.ARGUMENTS), as a function of the input set.
-        workspace = self.workspace(geo.workspace) if geo.workspace else None
-        order = self.gpc_order(function, geo) if geo.gpc_order else None
-        boxes = dict(geo.tma)
-        provide = {
-            "A": lambda inputs: inputs.A, "B": lambda inputs: inputs.B, "C": lambda inputs: self.C,
-            "M": lambda inputs: dims[0], "N": lambda inputs: dims[1], "K": lambda inputs: dims[2],
-            "workspace": lambda inputs: workspace,
-            "tma.A": lambda inputs: tensor_map(inputs.A, boxes["A"], self.dtype),
-            "tma.B": lambda inputs: tensor_map(inputs.B, boxes["B"], self.dtype),
-            "gpc_order": lambda inputs: order,
-            "alpha": lambda inputs: np.float32(ALPHA), "beta": lambda inputs: np.float32(BETA),
-            "bias": lambda inputs: inputs.bias,
-        }
+        t0 = time.perf_counter()
+        prepared = prepare(kernel, s.M, s.N, s.K, self.device, workspace=self.workspace)  # plan, load, limits
+        if not compiled.cached:
+            r.compile_ms = compiled.lookup_ms + (time.perf_counter() - t0) * 1e3
+        geo = r.geometry = prepared.plan
 
         def on(inputs):
             """The launch on one set of inputs, with the arguments the template lists."""
-            args = tuple(provide[name](inputs) for name in plan.args)
-
-            def launch():
-                if geo.zero_output:  # the kernel adds into C: part of its work, so inside the timing
-                    self.C.fill(0)
-                function(geo.grid, geo.block, args, shared_mem=geo.smem)
-                if reduce is not None:  # e.g. split-K: sum the partial products from the workspace into C
-                    reduce(geo.reduce_grid, geo.reduce_block, (workspace, self.C) + dims)
-            return launch
+            return prepared.bind(inputs.A, inputs.B, self.C, bias=inputs.bias)
 
         try:
             r.blocks_per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                function.kernel.ptr, geo.threads, geo.smem)
+                prepared.function.kernel.ptr, geo.threads, geo.smem)
         except Exception:
             r.blocks_per_sm = None
 
