@@ -31,6 +31,7 @@ declare -A TESTS=(
   [templates/sandbox]="tests/test_sandbox_refusals.py tests/test_sandbox.py tests/test_templates.py"
   [templates/variant]="tests/test_templates.py tests/test_sandbox.py tests/test_sweep.py"
   [templates/header]="tests/test_templates.py tests/test_sandbox.py"
+  [templates/inherit]="tests/test_inherit.py tests/test_catalog.py tests/test_sandbox.py"
   [templates/catalog]="tests/test_catalog.py tests/test_templates.py tests/test_sandbox.py"
   [render]="tests/test_render.py tests/test_sandbox.py"
   [results/check]="tests/test_check.py tests/test_verdict.py tests/test_records.py tests/test_device_math.py"
@@ -62,7 +63,7 @@ declare -A FUNCTIONS=(
 
 command -v mutmut >/dev/null || { echo "mutmut is not installed: python3 -m pip install -e \".[mutation]\"" >&2; exit 2; }
 modules=("$@")
-[ ${#modules[@]} -gt 0 ] || modules=(grid worker results/metrics results/records results/check results/history results/tuning kernel files templates/file templates/sandbox templates/variant templates/header templates/catalog render)
+[ ${#modules[@]} -gt 0 ] || modules=(grid worker results/metrics results/records results/check results/history results/tuning kernel files templates/file templates/sandbox templates/variant templates/header templates/inherit templates/catalog render)
 mkdir -p "$WORK"
 
 for m in "${modules[@]}"; do

@@ -6,10 +6,10 @@ import re
 import pytest
 
 import gemmlab
-from conftest import ROLLED, ROOT
+from conftest import GOOD_BODY, ROLLED, ROOT, write_template
 from gemmlab.errors import GemmlabError
 from gemmlab.render import render
-from gemmlab.templates import discover
+from gemmlab.templates import Constraint, discover, load_variant
 from gemmlab.templates.inherit import merge
 
 TILED = ROOT / "kernels" / "fp32" / "03_tiled.cu.j2"
@@ -60,6 +60,31 @@ def test_merge():
     assert [c["check"] for c in m["constraints"]] == ["a", "c"] and m["launch"] == {"block": ["TILE"], "grid": ["1"], "smem": "0"}
 
 
+def test_only_tables_are_merged_and_only_constraints_added_to(user_dir):
+    """A key the parent lacks is the child's; a list other than the constraints (dtypes) replaces the
+    parent's; a child's params or launch that is not a table is the child's mistake, named as such."""
+    write_template(user_dir, "plain", GOOD_BODY)  # no constraints
+    (user_dir / "kid.cu.j2").write_text('{#---\nname = "kid"\nfrom = "plain"\n'
+                                        '[[constraints]]\ncheck = "TILE > 8"\nwhy = "big enough"\n---#}\n')
+    (user_dir / "half.cu.j2").write_text('{#---\nname = "half"\nfrom = "wmma"\ndtypes = ["fp16"]\n---#}\n')
+    cat = discover((user_dir,))
+    assert cat.get("kid").constraints == [Constraint("TILE > 8", "big enough")]
+    assert cat.get("half").dtypes == ("fp16",) and cat.get("half").params["DTYPE"].choices == ("fp16",)
+    for key in ("params", "launch"):
+        path = user_dir / f"bad{key}.cu.j2"
+        path.write_text(f'{{#---\nname = "bad{key}"\nfrom = "tiled"\n{key} = 3\n---#}}\n')
+        with pytest.raises(GemmlabError, match=rf"^bad template header in {re.escape(str(path))}: '{key}' must be a dict$"):
+            discover((user_dir,)).get(f"bad{key}")
+
+
+def test_a_from_read_without_a_catalog_finds_no_template(user_dir):
+    """load_variant without find (no catalog to ask): the `from` is named as unknown, not a crash."""
+    path = user_dir / "rolled.cu.j2"
+    path.write_text(ROLLED)
+    with pytest.raises(GemmlabError, match=rf"^bad template header in {re.escape(str(path))}: from = \"tiled\": no template of that name"):
+        load_variant(path, builtin=False)
+
+
 def test_a_childs_header_errors_name_its_file_and_line(user_dir):
     path = user_dir / "rolled.cu.j2"
     path.write_text(ROLLED.replace('idea = "tiled', 'idea = = "tiled'))
@@ -74,15 +99,15 @@ def test_a_childs_header_errors_name_its_file_and_line(user_dir):
 
 
 @pytest.mark.parametrize("header, message", [
-    ('from = "nosuch"', 'from = "nosuch": no template of that name'),
-    ('from = "x"', "from = \"x\" is this template's own name"),
-    ("from = 3", "'from' names a template, as a string"),
+    ('from = "nosuch"', 'from = "nosuch": no template of that name (`gemmlab list` shows them)'),
+    ('from = "x"', "from = \"x\" is this template's own name; a template that starts from x needs a name of its own"),
+    ("from = 3", "'from' names a template, as a string: from = \"tiled\""),
 ])
 def test_a_bad_from_is_one_clear_error(user_dir, header, message):
     path = user_dir / "x.cu.j2"
     path.write_text('{#---\nname = "x"\n' + header + "\n---#}\n")
     cat = discover((user_dir,))
-    with pytest.raises(GemmlabError, match=rf"^bad template header in {re.escape(str(path))}: {re.escape(message)}"):
+    with pytest.raises(GemmlabError, match=rf"^bad template header in {re.escape(str(path))}: {re.escape(message)}$"):
         cat.get("x")
     assert "tiled" in cat.variants
 
