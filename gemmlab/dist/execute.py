@@ -1,0 +1,185 @@
+"""One rank's part of a schedule: its blocks, its buffers, and the steps as work queued on two streams.
+
+    run = RankRun(schedule, plan, shape, dtype, seed, rt, comm, gemm, overlap=True)
+    run.once()            # the schedule, on the compute and comm streams (asynchronous)
+    run.compute_only()    # the same local GEMMs alone, no communication: what overlap can at best reach
+
+`gemm(A, B, C)` returns a launch of C = A @ B on the current stream (our kernel bound to those arrays,
+or cuBLAS), made once per buffer so that a repetition only queues launches. `rt` and `comm` are the
+interfaces of gemmlab/dist/comm.py.
+
+Overlap (ring, summa): the GEMMs run on the compute stream, NCCL on the comm stream, with events
+between them where a buffer changes hands. Two rules make that safe, and the CPU tests run every schedule
+with streams executed in the most hostile order the events allow (tests/dist_fakes.py):
+- a GEMM waits for the transfer that brings its block (compute waits on `arrived`);
+- a transfer into a buffer waits for the GEMM that last read that buffer (comm waits on `done`), two
+  steps back, since blocks alternate between two receive buffers. The blocks a rank starts with are
+  never written, so every repetition multiplies the same inputs.
+"""
+
+from __future__ import annotations
+
+from ..errors import GemmlabError
+from .inputs import block
+from .schedule import RankPlan, Schedule
+
+
+class RankRun:
+    def __init__(self, sched: Schedule, plan: RankPlan, shape, dtype: str, seed: int, rt, comm, gemm,
+                 overlap: bool = True):
+        self.sched, self.plan, self.rt, self.comm, self.gemm = sched, plan, rt, comm, gemm
+        self.overlap = overlap and sched.overlaps
+        xp = rt.xp
+        self.A = block(xp, seed, "A", plan.A, shape.K, dtype)  # never written: the next repetition's inputs
+        self.B = block(xp, seed, "B", plan.B, shape.N, dtype)
+        self.C = xp.empty((plan.C.rows, plan.C.cols), dtype=xp.float32)
+        self.outputs = [self.C]  # every array a GEMM or a sum writes: poisoned before a check
+        self.steps = []          # functions that queue one step each
+        self.gemms = []          # the local GEMMs in order, as (launch, accumulate-into-C or None)
+        held = {"A": self.A, "B": self.B}
+        for step in sched.steps:
+            getattr(self, "_" + step.op)(step, held)
+
+    # ------------------------------------------------------------------ the vocabulary
+
+    def _allgather(self, step, held) -> None:
+        mine = held[step.operand]
+        whole = self.rt.xp.empty((mine.shape[0] * self.plan.ranks, mine.shape[1]), dtype=mine.dtype)
+        held[step.operand] = whole
+        rt, comm = self.rt, self.comm
+        self.steps.append(lambda: comm.allgather(mine, whole, rt.compute))
+
+    def _gemm(self, step, held) -> None:
+        A, B, xp = held["A"], held["B"], self.rt.xp
+        if any(s.op == "reduce_scatter" for s in self.sched.steps):  # a partial product of all of C
+            out = xp.empty((A.shape[0], B.shape[1]), dtype=xp.float32)
+            self.outputs.append(out)
+        else:
+            out = self.C
+        if out.shape != (A.shape[0], B.shape[1]) or A.shape[1] != B.shape[0]:
+            raise GemmlabError(f"{self.sched.name}: a GEMM of {A.shape} by {B.shape} into {out.shape} (a gemmlab bug)")
+        held["C"] = out
+        launch = self.gemm(A, B, out)
+        self.gemms.append((launch, None))
+        self.steps.append(lambda: self._on_compute(launch))
+
+    def _reduce_scatter(self, step, held) -> None:
+        partial, rt, comm, C = held["C"], self.rt, self.comm, self.C
+        self.steps.append(lambda: comm.reduce_scatter(partial, C, rt.compute))
+
+    def _ring(self, step, held) -> None:
+        """P steps; at step s the block in hand is A[(r - s) mod P]: multiply it into its rows of C while
+        sending it to rank r+1 and receiving the next from rank r-1."""
+        P, r, xp = self.plan.ranks, self.plan.rank, self.rt.xp
+        own = self.A
+        recv = [xp.empty_like(own) for _ in range(min(P - 1, 2))]
+        hand = [own] + [recv[(s - 1) % 2] for s in range(1, P)]
+        rows = own.shape[0]
+        launches = [self.gemm(hand[s], self.B, self.C[(r - s) % P * rows:((r - s) % P + 1) * rows]) for s in range(P)]
+        self.gemms += [(launch, None) for launch in launches]
+        nxt, prv = (r + 1) % P, (r - 1) % P
+        moves = [([(hand[s], nxt)], [(recv[s % 2], prv)]) for s in range(P - 1)]
+        self.steps.append(lambda: self._pipeline(moves, launches, [None] * P))
+
+    def _summa(self, step, held) -> None:
+        """q steps on the q x q grid: at step k rank (i, k) sends A(i, k) along row i and rank (k, j) sends
+        B(k, j) along column j; every rank adds A(i, k) @ B(k, j) into C(i, j)."""
+        q, (i, j), xp = self.plan.grid[0], self.plan.coords, self.rt.xp
+        A, B = self.A, self.B
+        Apan = [xp.empty_like(A) for _ in range(2 if q > 1 else 0)]
+        Bpan = [xp.empty_like(B) for _ in range(2 if q > 1 else 0)]
+        a_at = [A if j == k else Apan[k % 2] for k in range(q)]
+        b_at = [B if i == k else Bpan[k % 2] for k in range(q)]
+        T = xp.empty_like(self.C) if q > 1 else None
+        if T is not None:
+            self.outputs.append(T)
+        launches = [self.gemm(a_at[k], b_at[k], self.C if k == 0 else T) for k in range(q)]
+        adds = [None] + [T] * (q - 1)
+        self.gemms += list(zip(launches, adds))
+        moves = []
+        for k in range(q):
+            sends, recvs = [], []
+            if j == k:
+                sends += [(A, i * q + c) for c in range(q) if c != j]
+            else:
+                recvs.append((Apan[k % 2], i * q + k))
+            if i == k:
+                sends += [(B, r * q + j) for r in range(q) if r != i]
+            else:
+                recvs.append((Bpan[k % 2], k * q + j))
+            moves.append((sends, recvs))
+        self.steps.append(lambda: self._pipeline(moves, launches, adds, first_moves=True))
+
+    # ------------------------------------------------------------------ running it
+
+    def _on_compute(self, launch, add=None) -> None:
+        with self.rt.on(self.rt.compute):
+            launch()
+            if add is not None:
+                self.rt.add(self.C, add)
+
+    def _pipeline(self, moves, launches, adds, first_moves: bool = False) -> None:
+        """GEMM s with the transfer that the next GEMM needs beside it. The ring's moves[s] brings step
+        s+1's block (its first block is the rank's own); summa's moves[k] brings step k's panels."""
+        rt, comm = self.rt, self.comm
+        ahead = 0 if first_moves else 1  # moves[m] feeds GEMM m + ahead
+        side = rt.comm if self.overlap else rt.compute
+        arrived, done = {}, {}  # step -> event: its block is here; its GEMM has read its block
+        steps = len(launches)
+
+        def move(m):
+            target = m + ahead  # the GEMM this move feeds; it overwrites what GEMM target - 2 read
+            if self.overlap and target - 2 in done:
+                rt.wait(side, done[target - 2])
+            comm.exchange(*moves[m], side)
+            if self.overlap:
+                arrived[target] = rt.record(side)
+
+        if first_moves and moves:
+            move(0)
+        for s in range(steps):
+            m = s + 1 if first_moves else s  # the move to start beside GEMM s
+            if m < len(moves):
+                move(m)
+            if self.overlap and s in arrived:
+                rt.wait(rt.compute, arrived[s])
+            self._on_compute(launches[s], adds[s])
+            if self.overlap:
+                done[s] = rt.record(rt.compute)
+
+    def once(self) -> None:
+        """Queue the whole schedule; the compute stream ends after the comm stream's last work."""
+        rt = self.rt
+        rt.wait(rt.comm, rt.record(rt.compute))  # the comm stream starts after what came before
+        for step in self.steps:
+            step()
+        rt.wait(rt.compute, rt.record(rt.comm))
+
+    def compute_only(self) -> None:
+        """The local GEMMs (and summa's sums) alone, on the compute stream."""
+        for launch, add in self.gemms:
+            self._on_compute(launch, add)
+
+    def poison(self) -> None:
+        """NaN in everything the schedule writes: an element nobody writes fails the check."""
+        with self.rt.on(self.rt.compute):
+            for x in self.outputs:
+                self.rt.fill(x, float("nan"))
+
+
+def gather(run: RankRun, plans: list[RankPlan], shape, comm, rt):
+    """Rank 0: the whole C from every rank's block (None on the other ranks). Outside any timing."""
+    xp, r = rt.xp, run.plan.rank
+    if r != 0:
+        comm.exchange([(run.C, 0)], [], rt.compute)
+        rt.synchronize()
+        return None
+    C = xp.empty((shape.M, shape.N), dtype=xp.float32)
+    bufs = [(xp.empty((p.C.rows, p.C.cols), dtype=xp.float32), p) for p in plans[1:]]
+    comm.exchange([], [(b, p.rank) for b, p in bufs], rt.compute)
+    rt.synchronize()
+    for b, p in [(run.C, plans[0])] + bufs:
+        if b.shape != (p.C.rows, p.C.cols):
+            raise GemmlabError(f"rank {p.rank}'s block of C is {b.shape}, not {p.C.rows} x {p.C.cols}")
+        C[p.C.row0:p.C.row0 + p.C.rows, p.C.col0:p.C.col0 + p.C.cols] = b
+    return C

@@ -1,0 +1,141 @@
+"""Who this process is in a job of several: rank, world size and local rank, read from the launcher that
+started it, and the NCCL unique id passed from rank 0 to the others through that launcher.
+
+    mpirun (Open MPI)   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
+    MPICH, Intel MPI    PMI_RANK, PMI_SIZE (MPI_LOCALRANKID where there is one)
+    srun (Slurm)        SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+    torchrun            RANK, WORLD_SIZE, LOCAL_RANK (and MASTER_ADDR, MASTER_PORT)
+
+The id travels by MPI broadcast where mpi4py and an MPI launcher are there, else through torch's TCP
+store at MASTER_ADDR:MASTER_PORT (torchrun), else through a file that every rank can read (`--store
+PATH`: one host, or a shared file system). `gemmlab dist --gpus N` starts its N ranks itself and hands
+them the id directly. Nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import GemmlabError
+
+# (launcher, rank, size, local rank): the first whose rank and size are both set names this process.
+LAUNCHERS = (
+    ("mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
+    ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
+    ("mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+)
+UID_KEY = "gemmlab-nccl-unique-id"
+
+
+@dataclass(frozen=True)
+class Place:
+    """This process's rank in the job, the job's size, and which GPU of its host is its own."""
+    rank: int
+    world: int
+    local_rank: int
+    launcher: str  # mpirun, srun, torchrun, mpich, or "none" for a process on its own
+
+
+def _int(env, name: str, launcher: str) -> int:
+    try:
+        return int(env[name])
+    except ValueError:
+        raise GemmlabError(f"{name}={env[name]!r} (set by {launcher}) is not a number") from None
+
+
+def from_env(env=None) -> Place:
+    """The place the launcher's environment gives this process; rank 0 of 1 without a launcher."""
+    env = os.environ if env is None else env
+    for launcher, rank_var, size_var, local_var in LAUNCHERS:
+        if rank_var in env and size_var in env:
+            rank, world = _int(env, rank_var, launcher), _int(env, size_var, launcher)
+            local = _int(env, local_var, launcher) if local_var in env else rank
+            if world < 1 or not 0 <= rank < world:
+                raise GemmlabError(f"{launcher} says rank {rank} of {world}: not a rank of the job")
+            if local < 0:
+                raise GemmlabError(f"{launcher} says local rank {local}: not a GPU of this host")
+            return Place(rank, world, local, launcher)
+    return Place(0, 1, 0, "none")
+
+
+# ---------------------------------------------------------------------------- the unique id
+
+def share_id(place: Place, make, store: str | None = None, timeout: float = 120.0, env=None) -> bytes:
+    """The NCCL unique id, made by rank 0 (`make()`) and passed to every rank: by MPI broadcast under an
+    MPI launcher with mpi4py, through a file with `store` = a path, through torch's TCP store under
+    torchrun. A GemmlabError where none of these is there."""
+    env = os.environ if env is None else env
+    if place.world == 1:
+        return make()
+    if store:
+        return FileStore(Path(store), job_id(env)).share(place.rank, make, timeout)
+    if place.launcher in ("mpirun", "mpich", "srun"):
+        try:
+            from mpi4py import MPI  # noqa: F401
+        except ImportError:
+            MPI = None
+        if MPI is not None and (place.launcher != "srun" or "PMI_RANK" in env or "PMIX_RANK" in env):
+            comm = MPI.COMM_WORLD
+            return comm.bcast(make() if place.rank == 0 else None, root=0)
+    if "MASTER_ADDR" in env and "MASTER_PORT" in env:
+        return _tcp_share(place, make, env, timeout)
+    raise GemmlabError(f"no way to pass the NCCL id from rank 0 to the others under {place.launcher}",
+                       hint="install mpi4py (under mpirun or srun --mpi), run under torchrun, or give "
+                            "--store PATH, a file on a file system every rank sees")
+
+
+def _tcp_share(place: Place, make, env, timeout: float) -> bytes:
+    """torch.distributed's TCPStore at MASTER_ADDR:MASTER_PORT: torchrun's agent serves it (its workers
+    are clients); without an agent rank 0 serves it."""
+    try:
+        from datetime import timedelta
+        from torch.distributed import TCPStore
+    except ImportError:
+        raise GemmlabError("passing the NCCL id through MASTER_ADDR:MASTER_PORT needs torch.distributed",
+                           hint="install torch, or give --store PATH") from None
+    agent = env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), place.world,
+                     is_master=place.rank == 0 and not agent, timeout=timedelta(seconds=timeout))
+    key = f"{UID_KEY}-{env.get('TORCHELASTIC_RUN_ID', '')}-{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    if place.rank == 0:
+        store.set(key, make())
+    return bytes(store.get(key))
+
+
+def job_id(env) -> str:
+    """What names this job among others, where the launcher says: an id in the store from an earlier job
+    must not be taken for this one's."""
+    names = ("SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_orte_ess_jobid", "OMPI_MCA_ess_base_jobid",
+             "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT")
+    return "/".join(env.get(n, "") for n in names)
+
+
+class FileStore:
+    """The id in a file: rank 0 writes it whole (write, then rename), the others wait for one written by
+    the same job (its first line is the job's id, where the launcher gives one)."""
+
+    def __init__(self, path: Path, job: str = ""):
+        self.path, self.job = path, job.encode()
+
+    def share(self, rank: int, make, timeout: float) -> bytes:
+        if rank == 0:
+            uid = make()
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(self.job + b"\n" + uid)
+            os.replace(tmp, self.path)
+            return uid
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                job, _, uid = self.path.read_bytes().partition(b"\n")
+            except FileNotFoundError:
+                job, uid = None, b""
+            if uid and job == self.job:
+                return uid
+            time.sleep(0.05)
+        raise GemmlabError(f"rank {rank} waited {timeout:g} s for rank 0 to write the NCCL id into {self.path}",
+                           hint="every rank must see the same --store file (and rank 0 must have started)")

@@ -1,0 +1,178 @@
+"""Stand-ins for NCCL and CUDA streams, so that every schedule runs on a CPU: one thread per rank, numpy
+arrays, and streams as queues that run only when the host synchronises, in the most hostile order their
+events allow. `policy="compute"` runs the compute stream as far ahead as it may (a GEMM that does not
+wait for its block reads the old one), `policy="comm"` the comm stream (a transfer that does not wait
+for the GEMM before it overwrites that GEMM's block): a missing event makes C wrong."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections import deque
+
+import numpy as np
+
+from gemmlab.gpu.problem import from_bf16
+
+
+class World:
+    """What the ranks of one job share: a barrier for collectives, a slot per rank, mailboxes per pair."""
+
+    def __init__(self, ranks: int):
+        self.ranks = ranks
+        self.barrier = threading.Barrier(ranks, timeout=20)
+        self.slots = [None] * ranks
+        self.mail = {(a, b): queue.Queue() for a in range(ranks) for b in range(ranks)}
+        self.log = []  # (rank, op, bytes sent)
+
+
+class Event:
+    def __init__(self):
+        self.done = False
+
+
+class FakeRuntime:
+    def __init__(self, policy: str = "compute"):
+        self.xp = np
+        self.compute, self.comm = "compute", "comm"
+        self.queues = {"compute": deque(), "comm": deque()}
+        self.current = "compute"
+        self.order = ["compute", "comm"] if policy == "compute" else ["comm", "compute"]
+
+    @contextlib.contextmanager
+    def on(self, stream):
+        before, self.current = self.current, stream
+        try:
+            yield
+        finally:
+            self.current = before
+
+    def enqueue(self, stream, fn) -> None:
+        self.queues[stream].append(("run", fn))
+
+    def record(self, stream):
+        e = Event()
+        self.queues[stream].append(("record", e))
+        return e
+
+    def wait(self, stream, event) -> None:
+        self.queues[stream].append(("wait", event))
+
+    def fill(self, x, value) -> None:
+        self.enqueue(self.current, lambda: x.fill(value))
+
+    def add(self, dst, src) -> None:
+        self.enqueue(self.current, lambda: np.add(dst, src, out=dst))
+
+    def synchronize(self) -> None:
+        while any(self.queues.values()):
+            ready = [s for s in self.order if self.queues[s] and
+                     (self.queues[s][0][0] != "wait" or self.queues[s][0][1].done)]
+            if not ready:
+                raise AssertionError("the streams wait on each other: an event is waited for and never recorded")
+            kind, x = self.queues[ready[0]].popleft()
+            if kind == "run":
+                x()
+            elif kind == "record":
+                x.done = True
+
+    def spin(self, stream, ns) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def timed(self, stream, out: list):
+        yield
+        self.synchronize()
+        out.append(1.0)
+
+
+class FakeComm:
+    """NCCL's semantics on numpy: collectives meet at a barrier; sends and receives of a pair keep order."""
+
+    def __init__(self, world: World, rank: int, rt: FakeRuntime):
+        self.world, self.rank, self.rt = world, rank, rt
+
+    def _log(self, op, nbytes):
+        self.world.log.append((self.rank, op, nbytes))
+
+    def allgather(self, send, recv, stream):
+        def run():
+            w = self.world
+            w.slots[self.rank] = send.copy()
+            w.barrier.wait()
+            recv[...] = np.concatenate(w.slots).reshape(recv.shape)
+            w.barrier.wait()
+        self._log("allgather", (self.world.ranks - 1) * send.nbytes)
+        self.rt.enqueue(stream, run)
+
+    def reduce_scatter(self, send, recv, stream):
+        def run():
+            w = self.world
+            w.slots[self.rank] = send.copy()
+            w.barrier.wait()
+            total = np.sum(w.slots, axis=0, dtype=np.float32)
+            recv[...] = total.reshape(w.ranks, *recv.shape)[self.rank]
+            w.barrier.wait()
+        self._log("reduce_scatter", (self.world.ranks - 1) * recv.nbytes)
+        self.rt.enqueue(stream, run)
+
+    def exchange(self, sends, recvs, stream):
+        def run():
+            for x, peer in sends:
+                self.world.mail[(self.rank, peer)].put(x.copy())
+            for x, peer in recvs:
+                x[...] = self.world.mail[(peer, self.rank)].get(timeout=20)
+        assert all(x.flags.c_contiguous for x, _ in list(sends) + list(recvs))
+        self._log("exchange", sum(x.nbytes for x, _ in sends))
+        self.rt.enqueue(stream, run)
+
+    def allreduce_max(self, x, stream):
+        def run():
+            w = self.world
+            w.slots[self.rank] = x.copy()
+            w.barrier.wait()
+            x[...] = np.max(w.slots, axis=0)
+            w.barrier.wait()
+        self.rt.enqueue(stream, run)
+
+    def allgather_values(self, values, stream):
+        mine = np.asarray(values, dtype=np.float64)
+        every = np.empty((self.world.ranks, mine.size))
+        self.allgather(mine, every, stream)
+        self.rt.synchronize()
+        return every
+
+    def close(self):
+        pass
+
+
+def numpy_gemm(rt: FakeRuntime, dtype: str):
+    """gemm(A, B, C): a launch that queues C = A @ B, reading A and B when it runs (not when it is made)."""
+    def value(x):
+        return from_bf16(x) if dtype == "bf16" else x.astype(np.float32)
+
+    def gemm(A, B, C):
+        return lambda: rt.enqueue(rt.current, lambda: np.matmul(value(A), value(B), out=C))
+    return gemm
+
+
+def run_ranks(ranks: int, body, timeout: float = 60.0):
+    """body(world, rank) on one thread per rank; the ranks' return values, or the first exception."""
+    world, out, errors = World(ranks), [None] * ranks, []
+
+    def main(rank):
+        try:
+            out[rank] = body(world, rank)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            errors.append(e)
+            world.barrier.abort()
+    threads = [threading.Thread(target=main, args=(r,), daemon=True) for r in range(ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    if errors:
+        raise errors[0]
+    assert not any(t.is_alive() for t in threads), "a rank did not finish"
+    return out, world

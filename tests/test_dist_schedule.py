@@ -1,0 +1,104 @@
+"""The schedules' files and arithmetic, with fake ranks: blocks, local GEMMs, bytes sent, process grids."""
+
+import pytest
+
+from gemmlab.dist import schedule as sch
+from gemmlab.errors import GemmlabError
+from gemmlab.results.model import Shape
+
+SHAPE = Shape(1024 * 12, 4096 * 3, 4096 * 6)
+
+
+def test_the_four_schedules_are_there_and_say_their_pattern():
+    cat = sch.catalog()
+    assert set(cat) >= {"allgather", "reduce_scatter", "ring", "summa"}
+    for s in cat.values():
+        assert s.pattern and s.idea and s.baseline in cat
+        assert open(s.path).readline().startswith("# ")  # the communication, in words, at the top
+    assert cat["ring"].overlaps and cat["summa"].overlaps and not cat["allgather"].overlaps
+    assert cat["ring"].baseline == "allgather"
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_ring_and_allgather_blocks_and_bytes(ranks):
+    for name in ("ring", "allgather"):
+        s = sch.get(name)
+        for r in range(ranks):
+            p = sch.rank_plan(s, SHAPE, ranks, r, "bf16")
+            m = SHAPE.M // ranks
+            assert (p.A.row0, p.A.rows, p.A.col0, p.A.cols) == (r * m, m, 0, SHAPE.K)
+            assert (p.B.col0, p.B.cols, p.B.rows) == (r * SHAPE.N // ranks, SHAPE.N // ranks, SHAPE.K)
+            assert (p.C.row0, p.C.rows, p.C.col0, p.C.cols) == (0, SHAPE.M, r * SHAPE.N // ranks, SHAPE.N // ranks)
+            assert p.sent == (ranks - 1) * m * SHAPE.K * 2  # each rank's block of A, to the ranks - 1 others
+            assert p.flops * ranks == SHAPE.flops
+    assert sch.rank_plan(sch.get("ring"), SHAPE, 4, 1).gemms == ((SHAPE.M // 4, SHAPE.N // 4, SHAPE.K),) * 4
+    assert sch.rank_plan(sch.get("allgather"), SHAPE, 4, 1).gemms == ((SHAPE.M, SHAPE.N // 4, SHAPE.K),)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_reduce_scatter_splits_k_and_sends_fp32_c(ranks):
+    s = sch.get("reduce_scatter")
+    p = sch.rank_plan(s, SHAPE, ranks, ranks - 1, "fp16")
+    assert p.gemms == ((SHAPE.M, SHAPE.N, SHAPE.K // ranks),)
+    assert (p.C.row0, p.C.rows) == ((ranks - 1) * SHAPE.M // ranks, SHAPE.M // ranks)
+    assert p.sent == (ranks - 1) * SHAPE.M // ranks * SHAPE.N * 4
+
+
+@pytest.mark.parametrize("ranks,q", [(1, 1), (4, 2), (9, 3), (16, 4)])
+def test_summa_on_a_square_grid(ranks, q):
+    s = sch.get("summa")
+    for r in range(ranks):
+        p = sch.rank_plan(s, SHAPE, ranks, r, "bf16")
+        i, j = divmod(r, q)
+        assert p.grid == (q, q) and p.coords == (i, j)
+        assert (p.C.row0, p.C.col0) == (i * SHAPE.M // q, j * SHAPE.N // q)
+        assert p.gemms == ((SHAPE.M // q, SHAPE.N // q, SHAPE.K // q),) * q
+        assert p.sent == (q - 1) * (SHAPE.M * SHAPE.K + SHAPE.K * SHAPE.N) // q ** 2 * 2
+        assert p.flops * ranks == SHAPE.flops
+
+
+@pytest.mark.parametrize("ranks,hint", [(2, "1 or 4"), (3, "1 or 4"), (5, "4 or 9"), (8, "4 or 9")])
+def test_summa_needs_a_square_count(ranks, hint):
+    with pytest.raises(GemmlabError, match=f"summa runs on a square grid of ranks, and {ranks} is not a square") as e:
+        sch.rank_plan(sch.get("summa"), SHAPE, ranks, 0)
+    assert f"use {hint} GPUs" in e.value.hint
+
+
+def test_a_split_that_does_not_divide_says_which_dimension():
+    with pytest.raises(GemmlabError, match="ring splits M = 1000 over 3 parts") as e:
+        sch.rank_plan(sch.get("ring"), Shape(1000, 999, 64), 3, 0)
+    assert "multiple of 3" in e.value.hint
+
+
+def test_unknown_schedule_lists_the_known():
+    with pytest.raises(GemmlabError, match="no schedule 'rign'") as e:
+        sch.get("rign")
+    assert "ring" in e.value.hint
+
+
+BAD = [
+    ('split = {A = "rows", B = "cols", C = "cols"}\nsteps = [{op = "gemm"}]', "gemm cannot multiply A split by rows with B split by cols"),
+    ('split = {A = "cols", B = "rows", C = "rows"}\nsteps = [{op = "gemm"}]', "the steps leave C partial"),
+    ('split = {A = "rows", B = "cols", C = "cols"}\nsteps = [{op = "shuffle"}]', "unknown step 'shuffle'"),
+    ('split = {A = "diag", B = "cols", C = "cols"}\nsteps = [{op = "gemm"}]', "split.A is 'diag'"),
+    ('split = {A = "cols", B = "cols", C = "cols"}\nsteps = [{op = "allgather", operand = "A"}, {op = "gemm"}]', "allgather gathers A or B split by rows"),
+    ('split = {A = "rows", B = "whole", C = "rows"}\nsteps = [{op = "gemm"}, {op = "reduce_scatter", operand = "C"}]', "reduce_scatter sums partial products"),
+    ('split = {A = "grid", B = "grid", C = "grid"}\nsteps = [{op = "summa"}]', 'summa needs A and B split as a grid, and grid = "square"'),
+]
+
+
+@pytest.mark.parametrize("body,message", BAD)
+def test_a_schedule_that_cannot_make_its_c_is_refused(tmp_path, body, message):
+    path = tmp_path / "mine.toml"
+    path.write_text(f'name = "mine"\npattern = "p"\nidea = "i"\n{body}\n')
+    with pytest.raises(GemmlabError, match="mine.toml: " + message.replace("(", r"\(")):
+        sch.load(path)
+
+
+def test_a_new_schedule_is_a_file(tmp_path):
+    """Rows of A times the whole B: nothing to communicate (data parallel), C by rows."""
+    (tmp_path / "rows.toml").write_text('name = "rows"\npattern = "p"\nidea = "i"\nsplit = {A = "rows", B = "whole", '
+                                        'C = "rows"}\nsteps = [{op = "gemm"}]\n')
+    s = sch.get("rows", (tmp_path,))
+    p = sch.rank_plan(s, Shape(64, 32, 16), 4, 3)
+    assert p.gemms == ((16, 32, 16),) and p.sent == 0 and p.C.row0 == 48
