@@ -32,7 +32,7 @@ class RankRun:
         xp = rt.xp
         self.A = block(xp, seed, "A", plan.A, shape.K, dtype)  # never written: the next repetition's inputs
         self.B = block(xp, seed, "B", plan.B, shape.N, dtype)
-        self.C = xp.empty((plan.C.rows, plan.C.cols), dtype=xp.float32)
+        self.C = xp.zeros((plan.C.rows, plan.C.cols), dtype=xp.float32)
         self.outputs = [self.C]  # every array a GEMM or a sum writes: poisoned before a check
         self.steps = []          # functions that queue one step each
         self.gemms = []          # the local GEMMs in order, as (launch, accumulate-into-C or None)
@@ -44,7 +44,7 @@ class RankRun:
 
     def _allgather(self, step, held) -> None:
         mine = held[step.operand]
-        whole = self.rt.xp.empty((mine.shape[0] * self.plan.ranks, mine.shape[1]), dtype=mine.dtype)
+        whole = self.rt.xp.zeros((mine.shape[0] * self.plan.ranks, mine.shape[1]), dtype=mine.dtype)
         held[step.operand] = whole
         rt, comm = self.rt, self.comm
         self.steps.append(lambda: comm.allgather(mine, whole, rt.compute))
@@ -52,7 +52,7 @@ class RankRun:
     def _gemm(self, step, held) -> None:
         A, B, xp = held["A"], held["B"], self.rt.xp
         if any(s.op == "reduce_scatter" for s in self.sched.steps):  # a partial product of all of C
-            out = xp.empty((A.shape[0], B.shape[1]), dtype=xp.float32)
+            out = xp.zeros((A.shape[0], B.shape[1]), dtype=xp.float32)
             self.outputs.append(out)
         else:
             out = self.C
@@ -72,7 +72,7 @@ class RankRun:
         sending it to rank r+1 and receiving the next from rank r-1."""
         P, r, xp = self.plan.ranks, self.plan.rank, self.rt.xp
         own = self.A
-        recv = [xp.empty_like(own) for _ in range(min(P - 1, 2))]
+        recv = [xp.zeros_like(own) for _ in range(min(P - 1, 2))]
         hand = [own] + [recv[(s - 1) % 2] for s in range(1, P)]
         rows = own.shape[0]
         launches = [self.gemm(hand[s], self.B, self.C[(r - s) % P * rows:((r - s) % P + 1) * rows]) for s in range(P)]
@@ -86,11 +86,11 @@ class RankRun:
         B(k, j) along column j; every rank adds A(i, k) @ B(k, j) into C(i, j)."""
         q, (i, j), xp = self.plan.grid[0], self.plan.coords, self.rt.xp
         A, B = self.A, self.B
-        Apan = [xp.empty_like(A) for _ in range(2 if q > 1 else 0)]
-        Bpan = [xp.empty_like(B) for _ in range(2 if q > 1 else 0)]
+        Apan = [xp.zeros_like(A) for _ in range(2 if q > 1 else 0)]
+        Bpan = [xp.zeros_like(B) for _ in range(2 if q > 1 else 0)]
         a_at = [A if j == k else Apan[k % 2] for k in range(q)]
         b_at = [B if i == k else Bpan[k % 2] for k in range(q)]
-        T = xp.empty_like(self.C) if q > 1 else None
+        T = xp.zeros_like(self.C) if q > 1 else None
         if T is not None:
             self.outputs.append(T)
         launches = [self.gemm(a_at[k], b_at[k], self.C if k == 0 else T) for k in range(q)]

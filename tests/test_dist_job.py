@@ -1,0 +1,104 @@
+"""The job's processes on a CPU, with stand-in ranks (tests/dist_ranks.py): rows handed on as they come,
+and a rank that crashes, hangs or fails stops the whole job with a message naming it, no process left."""
+
+import os
+import time
+
+import pytest
+
+from gemmlab.dist import job as dist_job
+from gemmlab.dist.rank import Item, Job
+from gemmlab.dist.schedule import get
+from gemmlab.present.progress import Reporter
+from gemmlab.results.model import Shape
+
+
+@pytest.fixture
+def fake_ranks(monkeypatch):
+    monkeypatch.setenv(dist_job.RANK_MAIN_ENV, "dist_ranks:main")
+
+    def scenario(text):
+        monkeypatch.setenv("DIST_SCENARIO", text)
+    return scenario
+
+
+def a_job():
+    return Job(Shape(96, 96, 96), "bf16", 7, [Item("ring", "cuBLAS", True, "ours")], {"ring": get("ring")})
+
+
+def run(gpus=2, timeout=20.0, **kw):
+    return dist_job.run(a_job(), gpus, Reporter(), timeout=timeout, single=False, make_id=lambda: b"the-id", env={},
+                        **kw)
+
+
+def children():
+    import multiprocessing
+    return [p for p in multiprocessing.active_children() if p.is_alive()]
+
+
+def test_rows_and_metadata_come_from_rank_0(fake_ranks, tmp_path):
+    fake_ranks("fine")
+    doc, rows, rank = run(gpus=3, out_path=tmp_path / "out.json")
+    assert rank == 0 and "fault" not in doc
+    assert doc["gpus"] == 3 and doc["device"]["name"] == "Fake GPU" and doc["uid"] == "the-id" and doc["seed"] == 7
+    assert [r["ms"] for r in rows] == [1.0] and rows[0]["world"] == 3 and rows[0]["local"] == 0
+    assert '"the-id"' in (tmp_path / "out.json").read_text()
+    assert children() == []
+
+
+@pytest.mark.parametrize("scenario,message", [
+    ("crash:1", r"rank 1 crashed \(exit code 3\) during 'ring with mine: check'; the job was stopped"),
+    ("error:1", r"rank 1: no room for the inputs \(choose a smaller shape\)"),
+    ("fault:0", r"rank 0 crashed during 'ring with mine: check': CUDARuntimeError: cudaErrorIllegalAddress"),
+])
+def test_a_rank_that_fails_stops_the_job_and_is_named(fake_ranks, scenario, message):
+    import re
+    fake_ranks(scenario)
+    t0 = time.monotonic()
+    doc, rows, _ = run()
+    assert re.search(message, doc["fault"]), doc["fault"]
+    assert time.monotonic() - t0 < 15 and children() == []
+
+
+def test_a_hung_rank_is_the_one_behind(fake_ranks):
+    fake_ranks("hang:1")
+    t0 = time.monotonic()
+    doc, rows, _ = run(gpus=3, timeout=3)
+    assert doc["fault"].startswith("rank 1 made no progress for 3 s (last: 'ring with mine: check'); "
+                                   "ranks 0, 2 waited for it at 'ring with mine: time'")
+    assert [r["ms"] for r in rows] == [1.0]  # what was measured before is kept
+    assert time.monotonic() - t0 < 10 and children() == []
+
+
+def test_under_a_launcher_this_process_is_one_rank(fake_ranks, tmp_path):
+    fake_ranks("fine")
+    env = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}
+    doc, rows, rank = dist_job.run(a_job(), 1, Reporter(), single=False, make_id=lambda: b"x", env=env)
+    assert rank == 0 and rows and doc["gpus"] == 1 and doc["launcher"] == "gemmlab"  # one rank: as --gpus 1
+    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
+    store = tmp_path / "id"
+    store.write_bytes(dist_job_id(env) + b"\nfrom-rank-0")
+    doc, rows, rank = dist_job.run(a_job(), None, Reporter(), single=False, make_id=lambda: b"x", env=env,
+                                   store=str(store))
+    assert rank == 1 and rows == [] and "fault" not in doc  # rank 1's process: no rows, nothing wrong
+
+
+def dist_job_id(env):
+    from gemmlab.dist.launcher import job_id
+    return job_id(env).encode()
+
+
+def test_gpus_against_the_launcher():
+    from gemmlab.errors import GemmlabError
+    env = {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0"}
+    with pytest.raises(GemmlabError, match="--gpus 2 under torchrun, which started 4 ranks"):
+        dist_job.run(a_job(), 2, Reporter(), env=env)
+
+
+def test_a_shape_the_split_cannot_take_fails_before_any_process(fake_ranks):
+    from gemmlab.errors import GemmlabError
+    job = a_job()
+    job.shape = Shape(63, 96, 96)
+    with pytest.raises(GemmlabError, match="ring splits M = 63 over 2 parts"):
+        dist_job.run(job, 2, Reporter(), single=False, make_id=lambda: b"x", env={})
+    assert children() == []
