@@ -95,7 +95,8 @@ def test_the_roofline_takes_the_input_types_bytes():
     ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 64, "STAGES": 6, "SPLIT_K": 4},
      "64 row(s) of C: 64 x 64 tiles (64 of them, K in 4 slices)"),
     ((128, 8192, 8192), "bf16", "wgmma", {"BM": 64, "BN": 64}, "128 row(s) of C: 64 x 64 tiles (256 of them)"),
-    ((1, 10240, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128}, "64 x 128 tiles (80 of them)"),
+    ((17, 10240, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128}, "64 x 128 tiles (80 of them)"),
+    ((1, 10240, 8192), "bf16", "gemv", {"BM": 1, "SPLIT_K": 64}, "a stream of B, 10 tile(s) of 1 x 1024"),
     ((129, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
     ((128, 14336, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
     ((4096, 4096, 4100), "bf16", "mma", {}, "K or N is not a multiple of 16 bytes"),
@@ -158,10 +159,13 @@ def test_report_shows_a_saved_suite_with_its_summary(fake_gpu, tmp_path):
 
 
 def test_run_auto_chooses_for_the_input_type_and_says_why(fake_gpu):
-    r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 16, "-N", 4096, "-K", 4096, "--json")
+    r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 32, "-N", 4096, "-K", 4096, "--json")
     assert r.exit_code == 0, r.output
     kernel = json.loads(r.stdout)["rows"][0]
     assert kernel["variant"] == "wgmma" and kernel["dtype"] == "bf16" and kernel["params"]["BM"] == 64
-    assert "auto chose wgmma DTYPE=bf16 BM=64 BN=64" in r.stderr and "16 row(s) of C" in r.stderr
+    assert "auto chose wgmma DTYPE=bf16 BM=64 BN=64" in r.stderr and "32 row(s) of C" in r.stderr
+    r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 16, "-N", 4096, "-K", 4096, "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["variant"] == "gemv"
+    assert "auto chose gemv DTYPE=bf16 BM=16" in r.stderr and "16 row(s) of C: a stream of B" in r.stderr
     r = invoke("run", "--variant", "auto", "--dtype", "fp16", "-M", 100, "-N", 100, "-K", 100, "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["variant"] == "mma"

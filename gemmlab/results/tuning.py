@@ -192,21 +192,38 @@ def mma_rule(shape, sms: int) -> tuple[str, dict, str]:
             f"{tiles} tiles of {bm} x {bn}" + (f", K in {split} slices" if split > 1 else ""))
 
 
+def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
+    """gemv for up to 16 rows of C with aligned rows: BM the rows of C rounded up to a power of 2 (B is read
+    once), 16 rows of B in flight per lane (8 from 16 rows of C on, for the registers), and K split until
+    there are 4 blocks of 4 warps an SM, each slice at least 2 groups of rows."""
+    M, N, K = shape.M, shape.N, shape.K
+    bm = next(b for b in (1, 2, 4, 8, 16) if b >= M)
+    rows = 16 if bm <= 8 else 8
+    tiles = math.ceil(N / 1024)
+    split = 1
+    while split < 128 and tiles * split < 4 * sms and K // (rows * split * 2) >= 2:
+        split *= 2
+    params = {"BM": bm, "ROWS": rows, "SPLIT_K": split}
+    return ("gemv", params, f"{M} row(s) of C: a stream of B, {tiles} tile(s) of {bm} x 1024, K in {split} slice(s)")
+
+
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
     N not a multiple of 16 bytes), mma (mma_rule), whose cp.async copies fall back to narrower ones at an
-    unaligned row; TF32 otherwise wgmma_tf32. FP16 and BF16 with up to 64 rows of C (decode: a stream of
-    B) take wgmma's 64-row tiles, 64 columns wide where 128 would leave more than half the SMs idle, with
-    6 stages of copies in flight, and K split until the blocks fill the SMs' slots; so do 65 to 128 rows
-    where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256 tiles, stream-K over the last wave).
-    These constants were fit to Llama-3's decode shapes (docs/journal.md, "Any shape, any type"), so
-    that suite does not judge them."""
+    unaligned row; TF32 otherwise wgmma_tf32. FP16 and BF16 with up to 16 rows of C (decode: a stream of
+    B) take gemv (gemv_rule); with up to 64, wgmma's 64-row tiles, 64 columns wide where 128 would leave
+    more than half the SMs idle, with 6 stages of copies in flight, and K split until the blocks fill the
+    SMs' slots; so do 65 to 128 rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256
+    tiles, stream-K over the last wave). The wgmma constants were fit to Llama-3's decode shapes
+    (docs/journal.md, "Any shape, any type"), so that suite does not judge them."""
     M, N, K = shape.M, shape.N, shape.K
     step = TMA_ELEMENTS[dtype]
     if K % step or N % step:
         return mma_rule(shape, sms)
     if dtype == "tf32":
         return "wgmma_tf32", {}, "TMA and wgmma, 256 x 128 tiles"
+    if M <= 16:
+        return gemv_rule(shape, sms)
     bn = 64 if math.ceil(N / 128) < sms / 2 else 128
     if M <= 64 or M <= 128 and bn == 64:
         tiles = math.ceil(M / 64) * math.ceil(N / bn)
