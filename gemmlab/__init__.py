@@ -1,7 +1,7 @@
 """gemmlab: a runtime-compiled GEMM kernel playground.
 
 The commands as functions (the CLI calls the same ones; each returns a ResultSet): run, compare,
-sweep, suite, scaling; and show, history. See docs/api.md. In a notebook, `%load_ext gemmlab` adds the
+sweep, suite, scaling, dist (several GPUs); and show, history. See docs/api.md. In a notebook, `%load_ext gemmlab` adds the
 %gemmlab and %%gemmlab magics (gemmlab/notebook/, docs/notebook.md).
 
 The pipeline, one module per stage: templates (find, validate) -> render (Jinja) -> compile (NVRTC,
@@ -13,15 +13,15 @@ __version__ = "0.1.0"
 
 __all__ = ["GemmlabError", "Catalog", "Variant", "discover", "Rendered", "render", "Compiled",
            "compile_rendered", "Kernel", "LaunchPlan", "configure", "build", "catalog", "choose", "Problem", "Shape",
-           "Result", "bench", "get_device", "DeviceInfo", "run", "compare", "sweep", "suite", "scaling", "show",
-           "history", "ResultSet"]
+           "Result", "bench", "get_device", "DeviceInfo", "run", "compare", "sweep", "suite", "scaling", "dist",
+           "show", "history", "ResultSet"]
 
 from .errors import GemmlabError  # noqa: E402
 from .templates import Catalog, Variant, discover  # noqa: E402
 from .render import Rendered, render  # noqa: E402
 from .compile import Compiled, compile_rendered  # noqa: E402
 from .kernel import Kernel, LaunchPlan, configure  # noqa: E402
-from .api import build, catalog, choose, compare, history, run, scaling, show, suite, sweep  # noqa: E402
+from .api import build, catalog, choose, compare, dist, history, run, scaling, show, suite, sweep  # noqa: E402
 
 
 def load_ipython_extension(ipython):

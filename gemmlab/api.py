@@ -7,6 +7,7 @@ a terminal or a notebook; .to_dicts(), .to_pandas()). Errors raise GemmlabError 
     rs = gemmlab.compare(["naive", "tiled"], shape=(1000, 300, 2000))
     rs = gemmlab.sweep("tiled", {"TILE": [8, 16, 32]}, shape=1024)
     rs = gemmlab.suite(); rs = gemmlab.scaling(sizes=[512, 1024])
+    rs = gemmlab.dist("ring", "wgmma_ws", shape=(2048, 8192, 4096), gpus=2)   # one process per GPU, NCCL
     text = gemmlab.show("tiled", {"TILE": 32}, what="sass")
     rows = gemmlab.history("tiled")
 
@@ -282,6 +283,68 @@ def scaling(variants=("auto",), sizes=(256, 512, 1024, 2048, 4096), *, numpy: bo
     argv = ["scaling", "--variants", ",".join((["auto"] if auto else []) + [v.name for v in named]),
             "--sizes", ",".join(map(str, ns)), "--reps", str(reps)] + (["--backend", "numpy"] if numpy else [])
     return ResultSet.of(doc, argv + _dirs_argv(kernels_dirs))
+
+
+def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: dict | None = None, shape=4096, *,
+         gpus: int | None = None, dtype: str | None = None, reps: int = 20, seed: int | None = None,
+         timeout: float = 120.0, comm_sms: int = 0, baseline: bool = True, single: bool = True,
+         store: str | None = None, measure: bool = False, out: str | Path | None = None, kernels_dirs=(),
+         progress=True):
+    """A GEMM over several GPUs (`gemmlab dist`): one process per GPU, NCCL between them, `variant` (at
+    `params`) as each GPU's GEMM. schedule: a name of kernels/dist/ (ring, allgather, reduce_scatter,
+    summa), several, or "all"; each beside its NCCL + cuBLAS baseline without overlap (unless not
+    baseline), and with single, our kernel and cuBLAS on one GPU for the whole problem. The gathered C is
+    checked element by element before anything is timed. gpus: this host's N GPUs (default all); under
+    mpirun, srun or torchrun the launcher's ranks instead (store: a file that passes the NCCL id where no
+    MPI or torch is there). comm_sms: SMs our kernel leaves to NCCL where they overlap. measure: NCCL's
+    bus bandwidth instead. A ResultSet; meta["fault"] says which rank stopped the job, if one did."""
+    from .dist import job as dist_job, schedule as schedules
+    from .dist.launcher import from_env
+    from .dist.rank import Item, Job
+    from .jobs import fresh_seed
+    from .present.resultset import ResultSet
+    shape, out = _shape(shape), new_file(out, "--out")
+    _options(dtype, reps, 1, seed, "cupy", timeout)  # the same checks as every command's
+    if not isinstance(comm_sms, int) or isinstance(comm_sms, bool) or comm_sms < 0:
+        raise GemmlabError(f"comm_sms must be a number of SMs (0 or more), not {comm_sms!r}")
+    cat = schedules.catalog()
+    v, resolved = None, {}
+    if not measure and variant not in (None, "cuBLAS"):
+        v = _variant(catalog(kernels_dirs), variant)
+        resolved = v.resolve(v.for_dtype(dtype, dict(params or {})))
+        dtype = v.dtype(resolved)
+    dtype = dtype or "bf16"
+    names = [] if measure else _schedule_names(schedule, cat, gpus or from_env().world)
+    items = []
+    for name in names:
+        items.append(Item(name, v.name if v else "cuBLAS", True, "ours" if v else "baseline"))
+        base = Item(cat[name].baseline, "cuBLAS", False, "baseline")
+        if baseline and v and base not in items:
+            items.append(base)
+    seed = fresh_seed() if seed is None else seed
+    job = Job(shape, dtype, seed, items, cat, v, resolved, reps, comm_sms=comm_sms, measure=measure)
+    with _Progress(progress) as reporter:
+        doc, rows, rank = dist_job.run(job, gpus, reporter, store, timeout, out, single=single and v is not None)
+    argv = ["dist"] + (["--measure"] if measure else ["--schedule", ",".join(names),
+                                                      "--variant", v.name if v else "cuBLAS"] + _params_argv(resolved))
+    argv += ["--shape", f"{shape.M},{shape.N},{shape.K}", "--dtype", dtype, "--reps", str(reps), "--seed", str(seed)]
+    argv += (["--gpus", str(gpus)] if gpus else []) + (["--comm-sms", str(comm_sms)] if comm_sms else [])
+    argv += ([] if baseline else ["--no-baseline"]) + ([] if single else ["--no-single"])
+    return ResultSet.of(dict(doc, rows=rows, rank=rank), argv + _dirs_argv(kernels_dirs))
+
+
+def _schedule_names(schedule, cat: dict, world: int) -> list[str]:
+    """The schedules asked for: a name, names, or "all" (those that run on `world` GPUs)."""
+    names = [schedule] if isinstance(schedule, str) else list(schedule)
+    if names == ["all"]:
+        import math
+        return [n for n, s in cat.items() if not s.square or world and math.isqrt(world) ** 2 == world]
+    for n in names:
+        if n not in cat:
+            raise GemmlabError(f"no schedule '{n}'", hint="the schedules: " + ", ".join(sorted(cat)) + ", or all")
+    if not names:
+        raise GemmlabError("no schedule given")
+    return names
 
 
 def show(variant: str | Variant, params: dict | None = None, what: str = "source", *, dtype: str | None = None,

@@ -4,7 +4,10 @@ as DIST_SCENARIO says, through the real Report."""
 import os
 import time
 
+from gemmlab.dist import rows
 from gemmlab.dist.rank import Report
+from gemmlab.dist.schedule import rank_plan
+from handlers import passing_check
 
 
 def main(conn, rank, world, local, uid, job):
@@ -27,7 +30,18 @@ def main(conn, rank, world, local, uid, job):
         return
     report.phase("ring with mine: time")
     if rank == 0:
-        report.row({"schedule": "ring", "status": "PASS", "ms": 1.0, "world": world, "local": local})
+        for item in job.items:
+            report.row(row(item, job, world, local))
     if scenario == "hang" and not me:  # the others wait for the hung rank in a collective
         time.sleep(3600)
     report.end("done")
+
+
+def row(item, job, world, local):
+    """A real row of a check that passed, at 1 ms (the local GEMMs alone 0.8 ms) on every rank."""
+    sched = job.schedules[item.schedule]
+    plan = rank_plan(sched, job.shape, world, 0, job.dtype)
+    ms = [[1.0] * 4] * world
+    r = rows.row(item, sched, plan, job.shape, world, 1e15, job.params, total=ms, compute=[[0.8] * 4] * world,
+                 check=passing_check())
+    return dict(r, local=local)

@@ -41,7 +41,7 @@ def test_rows_and_metadata_come_from_rank_0(fake_ranks, tmp_path):
     doc, rows, rank = run(gpus=3, out_path=tmp_path / "out.json")
     assert rank == 0 and "fault" not in doc
     assert doc["gpus"] == 3 and doc["device"]["name"] == "Fake GPU" and doc["uid"] == "the-id" and doc["seed"] == 7
-    assert [r["ms"] for r in rows] == [1.0] and rows[0]["world"] == 3 and rows[0]["local"] == 0
+    assert [r["ms"] for r in rows] == [1.0] and rows[0]["gpus"] == 3 and rows[0]["local"] == 0
     assert '"the-id"' in (tmp_path / "out.json").read_text()
     assert children() == []
 

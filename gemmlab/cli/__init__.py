@@ -1,11 +1,11 @@
 """The `gemmlab` command: parse, call the pipeline's stages, print.
 
 One module per group of commands: measure (run, compare, sweep), lab (suite, scaling, occupancy,
-profile), inspect (list, show, build, cache, device, new, history) and results (report, explain), all
-on the group and options of common.
+profile), inspect (list, show, build, cache, device, new, history), results (report, explain) and dist
+(several GPUs), all on the group and options of common.
 """
 
-from . import inspect, lab, measure, results  # noqa: F401  (each adds its commands to the group)
+from . import dist, inspect, lab, measure, results  # noqa: F401  (each adds its commands to the group)
 from .common import cli
 
 

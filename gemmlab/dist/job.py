@@ -164,7 +164,8 @@ def run(job, gpus: int | None, reporter, store: str | None = None, timeout: floa
         local = [(r, r) for r in range(world)]
     check_job(job, world)
     uid = share_id(place, make_id, store, timeout=max(timeout, 120.0), env=env) if place.world > 1 else make_id()
-    doc = {"command": "dist", "gpus": world, "launcher": place.launcher if place.world > 1 else "gemmlab",
+    doc = {"command": "dist", "shape": {"M": job.shape.M, "N": job.shape.N, "K": job.shape.K}, "dtype": job.dtype,
+           "seed": job.seed, "gpus": world, "launcher": place.launcher if place.world > 1 else "gemmlab",
            "comm_sms": job.comm_sms, "schedules": sorted({i.schedule for i in job.items}),
            "measure": job.measure}
     rows: list[dict] = []

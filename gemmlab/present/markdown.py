@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..results.records import failure_text, params_text
 from .fit import fmt, speedup_text
+from .dist_tables import dist_markdown, dist_table
 from .lab_tables import occupancy_table, scaling_table, suite_view
 
 
@@ -62,7 +63,7 @@ def occupancy_markdown(doc: dict) -> str:
 
 # Saved documents of the commands whose rows are not a ladder's: `gemmlab report` shows them as the command did.
 VIEWS = {"suite": (suite_view, suite_markdown), "scaling": (scaling_table, scaling_markdown),
-         "occupancy": (occupancy_table, occupancy_markdown)}
+         "occupancy": (occupancy_table, occupancy_markdown), "dist": (dist_table, dist_markdown)}
 
 
 def markdown(doc: dict) -> str:

@@ -76,7 +76,7 @@ class ResultSet:
     @property
     def exit_status(self) -> int:
         """What the CLI exits with: 130 if interrupted, 1 if any row failed, else 0."""
-        return 130 if self.interrupted else 1 if self.failures else 0
+        return 130 if self.interrupted else 1 if self.failures or self.meta.get("fault") else 0
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -112,6 +112,9 @@ class ResultSet:
             return lab_tables.suite_view(self.to_json())
         if self.command == "scaling":
             return lab_tables.scaling_table(self.to_json())
+        if self.command == "dist":
+            from .dist_tables import dist_table
+            return dist_table(self.to_json())
         return tables.results_table(self.to_dicts(), tables.title_for(self.to_json()),
                                     speedups=self.command == "compare")
 

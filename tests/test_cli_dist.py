@@ -1,0 +1,60 @@
+"""`gemmlab dist` through the CLI on a CPU: stand-in ranks (tests/dist_ranks.py) and the stand-in GPU
+worker for the one-GPU rows (tests/handlers.py:FakeGpu)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gemmlab.cli import cli
+from gemmlab.dist import comm, job as dist_job
+
+
+@pytest.fixture
+def fake_dist(fake_gpu, monkeypatch):
+    monkeypatch.setenv(dist_job.RANK_MAIN_ENV, "dist_ranks:main")
+    monkeypatch.setattr(comm, "unique_id", lambda: b"the-id")
+    monkeypatch.setenv("DIST_SCENARIO", "fine")
+    return monkeypatch
+
+
+def gemmlab(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_a_run_with_its_baseline_and_one_gpu(fake_dist, tmp_path):
+    out, plot = tmp_path / "ring.json", tmp_path / "ring.png"
+    r = gemmlab("dist", "--gpus", 2, "-v", "tiled", "--shape", "96,96,64", "--dtype", "fp32", "--seed", 3,
+                "--out", out, "--plot", plot)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    got = [(x["schedule"], x["kernel"], x["role"]) for x in doc["rows"]]
+    assert got == [("ring", "tiled", "ours"), ("allgather", "cuBLAS", "baseline"),
+                   ("one GPU", "tiled", "one GPU"), ("one GPU", "cuBLAS", "one GPU")]
+    ring = doc["rows"][0]
+    assert ring["x_baseline"] == 1.0 and ring["efficiency"] == pytest.approx(1.0 / (2 * 1.0))  # FakeGpu: 1 ms
+    assert ring["exposed_ms"] == pytest.approx(0.2) and ring["sent_mb"] == 48 * 64 * 4 / 1e6
+    assert plot.stat().st_size > 0 and "ring" in r.stdout and "allgather" in r.stdout
+    md = gemmlab("report", "--markdown", out)
+    assert md.exit_code == 0 and "| ring (overlap) | tiled TILE=32 PREFETCH=true | 2 | 1.000 |" in md.stdout
+
+
+def test_a_crash_is_one_line_naming_the_rank(fake_dist, tmp_path):
+    fake_dist.setenv("DIST_SCENARIO", "crash:1")
+    r = gemmlab("dist", "--gpus", 2, "-v", "tiled", "--shape", "96", "--dtype", "fp32", "--no-single")
+    assert r.exit_code == 1
+    assert r.stderr.strip().splitlines()[-1] == ("error: rank 1 crashed (exit code 3) during 'ring with mine: check'; "
+                                                 "the job was stopped")
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--schedule", "summa", "--gpus", "2"], "summa runs on a square grid of ranks, and 2 is not a square"),
+    (["--schedule", "rign"], "no schedule 'rign'"),
+    (["--shape", "1,2"], "--shape takes M,N,K or one size"),
+    (["--gpus", "0"], "--gpus takes a number of GPUs or all"),
+    (["--shape", "97", "--gpus", "2"], "ring splits M = 97 over 2 parts"),
+])
+def test_mistakes_are_one_line(fake_dist, args, message):
+    r = gemmlab("dist", "-v", "tiled", "--dtype", "fp32", "--no-single", *args)
+    assert r.exit_code == 1 and message in r.stderr, r.output
