@@ -9,7 +9,7 @@
 # table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
 # ladder at those sizes only.
 set -euo pipefail
-what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|all DIR [PREFIX]}
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
 p=${3:-h100}
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
@@ -150,8 +150,19 @@ faults() {  # a crash, a hang, a race and an overrun, with the broken templates 
     } | tee "$dir/$p-faults.txt"
 }
 
+dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind; GPUS=N, default 2): NCCL's bus bandwidth,
+    # the ring at the shard (M = 1024 per GPU, K = 4096, N = 4096 per GPU) and 16384^3 over every
+    # schedule with its baselines and one GPU's (docs/dist.md)
+    local g=${GPUS:-2} c=${COMM_SMS:-8}
+    keep dist --measure --gpus "$g" --out "$dir/$p-dist-measure.json"
+    keep dist --schedule ring --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 --gpus "$g" --comm-sms "$c" \
+        --reps 50 --out "$dir/$p-dist-ring-shard.json"
+    keep dist --schedule all --shape 16384 --dtype bf16 --gpus "$g" --comm-sms "$c" --out "$dir/$p-dist-16384.json" \
+        --plot "$dir/$p-dist-16384.png"
+}
+
 case "$what" in
     all) for w in ladder tensor versus sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
-    ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults) "$what" ;;
+    ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist) "$what" ;;
     *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
 esac

@@ -130,8 +130,9 @@ class Cuda:
         self.xp.add(dst, src, out=dst)
 
     def synchronize(self) -> None:
-        self.compute.synchronize()
-        self.comm.synchronize()
+        """Wait for everything on this GPU (the streams are non-blocking: the default stream does not
+        order them, so nothing is left to it)."""
+        self.xp.cuda.Device().synchronize()
 
     def spin(self, stream, ns: int) -> None:
         """Keep `stream` busy for `ns` nanoseconds: the host queues a repetition's work meanwhile, so its

@@ -70,7 +70,12 @@ class Rank:
         self.fault = _fault(rank)
 
     def run(self) -> list[dict]:
-        """Every item in turn (rank 0: their rows; a failed check ends the job)."""
+        """Every item in turn (rank 0: their rows; a failed check ends the job). Everything but the comm
+        stream's transfers runs on the compute stream: inputs, checks and barriers stay in its order."""
+        with self.rt.on(self.rt.compute):
+            return self._run()
+
+    def _run(self) -> list[dict]:
         if self.job.measure:
             from .bandwidth import measure
             out = measure(self)

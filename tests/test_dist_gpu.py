@@ -1,0 +1,76 @@
+"""On two GPUs or more (the nvidia-h100-x2 device kind): every schedule checked and timed through NCCL,
+and a rank that is wrong, crashes or hangs stops the job with its name. Skipped with fewer GPUs."""
+
+import pytest
+
+import gemmlab
+from gemmlab.dist.rank import FAULT_ENV
+
+pytestmark = pytest.mark.gpu
+
+
+def gpu_count() -> int:
+    try:
+        from gemmlab.gpu.driver import cuda
+        return cuda().cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+two = pytest.mark.skipif(gpu_count() < 2, reason="needs 2 GPUs (the nvidia-h100-x2 device kind)")
+RUN = dict(gpus=2, reps=3, seed=11, timeout=120, single=False, progress=False)
+
+
+def dist(*args, **kw):
+    return gemmlab.dist(*args, **dict(RUN, **kw))
+
+
+@two
+@pytest.mark.parametrize("schedule", ["ring", "allgather", "reduce_scatter"])
+def test_each_schedule_with_wgmma_ws_and_its_baseline(schedule):
+    rs = dist(schedule, "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", comm_sms=8)
+    assert rs.exit_status == 0 and not rs.meta.get("fault"), rs.meta.get("fault")
+    assert [r["status"] for r in rs] == ["PASS"] * len(rs) and len(rs) == 2
+    for r in rs:
+        assert r["ms"] > 0 and r["compute_ms"] > 0 and r["exposed_ms"] >= 0 and r["err_bound"] < 1
+
+
+@two
+def test_an_fp32_rung_and_cupy_matmul():
+    rs = dist("ring", "tiled", shape=(512, 512, 256), dtype="fp32")
+    assert [r["status"] for r in rs] == ["PASS", "PASS"], rs.to_dicts()
+
+
+def test_summa_on_one_gpu_and_the_one_gpu_rows():
+    rs = dist("summa", "wgmma_ws", shape=(1024, 1024, 1024), dtype="bf16", gpus=1, single=True)
+    assert [(r["schedule"], r["status"]) for r in rs] == [("summa", "PASS"), ("summa", "PASS"), ("one GPU", "PASS"),
+                                                          ("one GPU", "PASS")], rs.to_dicts()
+    assert rs[0]["efficiency"] > 0.3
+
+
+@two
+def test_a_wrong_block_fails_the_check_naming_the_rank(monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "1:wrong")
+    rs = dist("ring", "wgmma_ws", shape=(1024, 1024, 1024), dtype="bf16")
+    assert len(rs) == 1 and rs[0]["status"] == "FAIL" and rs[0]["bad_ranks"] == [1] and rs.exit_status == 1
+    assert rs[0]["check"].startswith("rank 1: 1 element out of bound")
+
+
+@two
+@pytest.mark.parametrize("kind,message", [("crash", "rank 1 crashed (killed by signal 9) during 'ring with wgmma_ws: "
+                                                    "the local GEMMs alone'"),
+                                          ("hang", "rank 1 made no progress for 10 s (last: 'ring with wgmma_ws: the "
+                                                   "local GEMMs alone'); rank 0 waited for it at 'ring with wgmma_ws: check'")])
+def test_a_rank_that_crashes_or_hangs_stops_the_job(monkeypatch, kind, message):
+    import multiprocessing
+    monkeypatch.setenv(FAULT_ENV, f"1:{kind}")
+    rs = dist("ring", "wgmma_ws", shape=(1024, 1024, 1024), dtype="bf16", timeout=10)
+    assert rs.meta["fault"].startswith(message) and rs.exit_status == 1
+    assert not multiprocessing.active_children()
+
+
+@two
+def test_nccl_bandwidth():
+    rs = dist(measure=True)
+    assert {r["op"] for r in rs} == {"all-gather", "send/recv"}
+    assert all(r["busbw_gbs"] > 1 for r in rs)
