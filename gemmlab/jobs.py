@@ -34,6 +34,7 @@ class Options:
     dtype: str = "fp32"  # the input type of every job in the run
     timeout: float = DEFAULT_TIMEOUT_S
     rounds: int = 1  # measurements of cuBLAS and of each job, taken in turns (see run_jobs)
+    gpus: int = 1  # workers, one per GPU of this host: each job is timed alone on the GPU that takes it
 
 
 def source_hash(source: str) -> str:
@@ -53,6 +54,7 @@ class _Entry:
     hash: str | None = None
     results: list = field(default_factory=list)
     row: dict | None = None
+    gpu: int | None = None  # the GPU that measured it, where there were several
 
 
 def merge_rounds(results: list[Result]) -> Result:
@@ -108,38 +110,10 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
         peak = dev.peak(opts.dtype)
 
         def finish(e: _Entry) -> None:  # the entry's row, from the rounds it has, handed on
-            result = merge_rounds(e.results)
-            cublas_ms = result.valid_time if e is cublas else cublas.row["ms"] if cublas.row else None
-            e.row = records.row(result, peak, cublas_ms)
-            e.row["source_hash"] = e.hash
-            on_row(doc, e.row)
+            _finish(e, cublas, doc, peak, on_row)
 
         def measure(e: _Entry, rnd: int) -> None:
-            label = "cuBLAS" if e is cublas else f"{e.variant.name} {records.params_text(e.params)}"
-            on_phase(label if opts.rounds == 1 else f"round {rnd + 1}/{opts.rounds}: {label}")
-            if e is cublas:
-                try:
-                    e.results.append(w.call(("cublas", opts.reps), max(opts.timeout, SETUP_TIMEOUT_S)))  # loads cuBLAS
-                except Fault as f:
-                    e.results.append(Result("cuBLAS", {}, shape, source=CUBLAS_SOURCE[opts.dtype], dtype=opts.dtype,
-                                            fault=f.kind, error=f.message))
-                return
-            v, params = e.variant.on(dev), e.params  # checked and rendered with this GPU's limits (limits.py)
-            try:
-                if e.kernel is None:  # built once, in the first round: no GPU needed, and not on the clock
-                    v.geometry(v.resolve(params), shape.M, shape.N, shape.K)  # a grid CUDA cannot launch: say so first
-                    e.kernel = configure(v, params, dev.arch)
-                    e.hash = source_hash(e.kernel.compiled.rendered.source)
-                result = w.call(("run", e.kernel, opts.reps, True))
-            except GemmlabError as err:
-                if not keep_going:
-                    raise
-                result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
-                                dtype=opts.dtype, error=str(err))
-            except Fault as f:
-                result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
-                                dtype=opts.dtype, fault=f.kind, error=f.message)
-            e.results.append(result)
+            _measure(w, e, e is cublas, dev, shape, opts, keep_going, on_phase, rnd)
 
         def done(e: _Entry) -> bool:  # all rounds measured, or one failed
             return len(e.results) == opts.rounds or bool(e.results) and e.results[-1].valid_time is None
@@ -172,3 +146,45 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
                     finish(e)
     rows = [e.row for e in todo if e.row is not None]
     return doc, rows + ([cublas.row] if cublas.row else [])
+
+
+def _finish(e: _Entry, cublas: _Entry, doc: dict, peak: float, on_row) -> None:
+    """The entry's row, from the rounds it has (cuBLAS's first: the others' % of it), handed on."""
+    result = merge_rounds(e.results)
+    cublas_ms = result.valid_time if e is cublas else cublas.row["ms"] if cublas.row else None
+    e.row = records.row(result, peak, cublas_ms)
+    e.row["source_hash"] = e.hash
+    if e.gpu is not None:
+        e.row["gpu"] = e.gpu
+    on_row(doc, e.row)
+
+
+def _measure(w, e: _Entry, is_cublas: bool, dev, shape: Shape, opts: Options, keep_going: bool, on_phase,
+             rnd: int = 0) -> None:
+    """One round of one entry on worker `w`: its Result appended (a fault or, with keep_going, an error
+    becomes the Result; without keep_going a job that cannot be built raises its GemmlabError)."""
+    label = "cuBLAS" if is_cublas else f"{e.variant.name} {records.params_text(e.params)}"
+    on_phase(label if opts.rounds == 1 else f"round {rnd + 1}/{opts.rounds}: {label}")
+    if is_cublas:
+        try:
+            e.results.append(w.call(("cublas", opts.reps), max(opts.timeout, SETUP_TIMEOUT_S)))  # loads cuBLAS
+        except Fault as f:
+            e.results.append(Result("cuBLAS", {}, shape, source=CUBLAS_SOURCE[opts.dtype], dtype=opts.dtype,
+                                    fault=f.kind, error=f.message))
+        return
+    v, params = e.variant.on(dev), e.params  # checked and rendered with this GPU's limits (limits.py)
+    try:
+        if e.kernel is None:  # built once, in the first round: no GPU needed, and not on the clock
+            v.geometry(v.resolve(params), shape.M, shape.N, shape.K)  # a grid CUDA cannot launch: say so first
+            e.kernel = configure(v, params, dev.arch)
+            e.hash = source_hash(e.kernel.compiled.rendered.source)
+        result = w.call(("run", e.kernel, opts.reps, True))
+    except GemmlabError as err:
+        if not keep_going:
+            raise
+        result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
+                        dtype=opts.dtype, error=str(err))
+    except Fault as f:
+        result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
+                        dtype=opts.dtype, fault=f.kind, error=f.message)
+    e.results.append(result)
