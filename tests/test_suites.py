@@ -159,13 +159,13 @@ def test_report_shows_a_saved_suite_with_its_summary(fake_gpu, tmp_path):
 
 
 def test_run_auto_chooses_for_the_input_type_and_says_why(fake_gpu):
-    r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 32, "-N", 4096, "-K", 4096, "--json")
+    r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 16, "-N", 4096, "-K", 4096, "--json")
     assert r.exit_code == 0, r.output
     kernel = json.loads(r.stdout)["rows"][0]
     assert kernel["variant"] == "wgmma" and kernel["dtype"] == "bf16" and kernel["params"]["BM"] == 64
-    assert "auto chose wgmma DTYPE=bf16 BM=64 BN=64" in r.stderr and "32 row(s) of C" in r.stderr
-    r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 16, "-N", 4096, "-K", 4096, "--json")
+    assert "auto chose wgmma DTYPE=bf16 BM=64 BN=64" in r.stderr and "16 row(s) of C" in r.stderr
+    r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 3, "-N", 4096, "-K", 4096, "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["variant"] == "gemv"
-    assert "auto chose gemv DTYPE=bf16 BM=16" in r.stderr and "16 row(s) of C: a stream of B" in r.stderr
+    assert "auto chose gemv DTYPE=bf16 BM=4" in r.stderr and "3 row(s) of C: a stream of B" in r.stderr
     r = invoke("run", "--variant", "auto", "--dtype", "fp16", "-M", 100, "-N", 100, "-K", 100, "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["variant"] == "mma"

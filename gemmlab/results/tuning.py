@@ -193,12 +193,14 @@ def mma_rule(shape, sms: int) -> tuple[str, dict, str]:
 
 
 def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
-    """gemv for up to 16 rows of C with aligned rows: BM the rows of C rounded up to a power of 2 (B is read
-    once), 16 rows of B in flight per lane (8 from 16 rows of C on, for the registers), and K split until
-    there are 4 blocks of 4 warps an SM, each slice at least 2 groups of rows."""
+    """gemv for up to 4 rows of C with aligned rows: BM the rows of C rounded up to a power of 2 (B is read
+    once), 16 rows of B in flight per lane, and K split until there are 4 blocks of 4 warps an SM, each
+    slice at least 2 groups of rows. From about 8 rows on, gemv's FMAs on the CUDA cores, 2 x BM per
+    element of B, cannot keep up with memory (16 rows: 0.4x cuBLAS on the llm suite), so the tensor
+    cores take over."""
     M, N, K = shape.M, shape.N, shape.K
     bm = next(b for b in (1, 2, 4, 8, 16) if b >= M)
-    rows = 16 if bm <= 8 else 8
+    rows = 16
     tiles = math.ceil(N / 1024)
     split = 1
     while split < 128 and tiles * split < 4 * sms and K // (rows * split * 2) >= 2:
@@ -210,7 +212,7 @@ def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
     N not a multiple of 16 bytes), mma (mma_rule), whose cp.async copies fall back to narrower ones at an
-    unaligned row; TF32 otherwise wgmma_tf32. FP16 and BF16 with up to 16 rows of C (decode: a stream of
+    unaligned row; TF32 otherwise wgmma_tf32. FP16 and BF16 with up to 4 rows of C (decode: a stream of
     B) take gemv (gemv_rule); with up to 64, wgmma's 64-row tiles, 64 columns wide where 128 would leave
     more than half the SMs idle, with 6 stages of copies in flight, and K split until the blocks fill the
     SMs' slots; so do 65 to 128 rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256
@@ -222,7 +224,7 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024
         return mma_rule(shape, sms)
     if dtype == "tf32":
         return "wgmma_tf32", {}, "TMA and wgmma, 256 x 128 tiles"
-    if M <= 16:
+    if M <= 4:
         return gemv_rule(shape, sms)
     bn = 64 if math.ceil(N / 128) < sms / 2 else 128
     if M <= 64 or M <= 128 and bn == 64:
