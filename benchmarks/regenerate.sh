@@ -151,13 +151,15 @@ faults() {  # a crash, a hang, a race and an overrun, with the broken templates 
 }
 
 dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind; GPUS=N, default 2): NCCL's bus bandwidth,
-    # the ring at the shard (M = 1024 per GPU, K = 4096, N = 4096 per GPU) and 16384^3 over every
-    # schedule with its baselines and one GPU's (docs/dist.md)
-    local g=${GPUS:-2} c=${COMM_SMS:-8}
+    # the ring at the shard of A (1024 x 4096 per GPU; N = 4096 per GPU, then N = 4096 in all) and
+    # 16384^3 over every schedule with its baselines and one GPU's (docs/dist.md)
+    local g=${GPUS:-2}
     keep dist --measure --gpus "$g" --out "$dir/$p-dist-measure.json"
-    keep dist --schedule ring --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 --gpus "$g" --comm-sms "$c" \
-        --reps 50 --out "$dir/$p-dist-ring-shard.json"
-    keep dist --schedule all --shape 16384 --dtype bf16 --gpus "$g" --comm-sms "$c" --out "$dir/$p-dist-16384.json" \
+    keep dist --schedule ring --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 --gpus "$g" --reps 50 --no-single \
+        --out "$dir/$p-dist-ring-shard.json"
+    keep dist --schedule ring --shape "$((1024 * g)),4096,4096" --dtype bf16 --gpus "$g" --reps 50 --no-single \
+        --out "$dir/$p-dist-ring-shard-n4096.json"
+    keep dist --schedule all --shape 16384 --dtype bf16 --gpus "$g" --comm-sms 8 --out "$dir/$p-dist-16384.json" \
         --plot "$dir/$p-dist-16384.png"
 }
 

@@ -298,9 +298,9 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
     mpirun, srun or torchrun the launcher's ranks instead (store: a file that passes the NCCL id where no
     MPI or torch is there). comm_sms: SMs our kernel leaves to NCCL where they overlap. measure: NCCL's
     bus bandwidth instead. A ResultSet; meta["fault"] says which rank stopped the job, if one did."""
-    from .dist import job as dist_job, schedule as schedules
-    from .dist.launcher import from_env
-    from .dist.rank import Item, Job
+    from .multigpu import job as dist_job, schedule as schedules
+    from .multigpu.launcher import from_env
+    from .multigpu.rank import Item, Job
     from .jobs import fresh_seed
     from .present.resultset import ResultSet
     shape, out = _shape(shape), new_file(out, "--out")

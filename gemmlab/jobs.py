@@ -96,7 +96,12 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
     With opts.rounds > 1, cuBLAS and every job are measured that many times, in turn and in alternating
     order (cuBLAS, 1, 2, .., n, then n, .., 2, 1, cuBLAS, ...), and each row has the median of its rounds:
     under a power cap the clock drifts over a run, and taking turns lets the drift touch every kernel
-    alike. A job that fails a round is not measured again. Rows are final after their last round."""
+    alike. A job that fails a round is not measured again. Rows are final after their last round.
+
+    With opts.gpus > 1, one worker per GPU (each with the same inputs, from the same seed): cuBLAS on
+    the first, then every job on the next GPU that is free, timed alone there (see _on_gpus)."""
+    if opts.gpus > 1:
+        return _on_gpus(command, jobs, shape, opts, with_cublas, keep_going, on_phase, on_row, handler)
     seed = opts.seed if opts.seed is not None else fresh_seed()  # a restarted worker makes the same inputs
     on_phase = on_phase or (lambda text: None)
     on_row = on_row or (lambda doc, row: None)
@@ -188,3 +193,78 @@ def _measure(w, e: _Entry, is_cublas: bool, dev, shape: Shape, opts: Options, ke
         result = Result(v.name, dict(params), shape, source=str(v.path), user=not v.builtin,
                         dtype=opts.dtype, fault=f.kind, error=f.message)
     e.results.append(result)
+
+
+
+def _on_gpus(command: str, jobs, shape: Shape, opts: Options, with_cublas: bool, keep_going: bool, on_phase, on_row,
+             handler: str) -> tuple[dict, list[dict]]:
+    """run_jobs over opts.gpus workers, one per GPU, each in a thread of this process that hands it one job
+    at a time: a job is timed alone on its GPU, and rows come back in job order. Taking turns between
+    rounds is a thing of one GPU, so several rounds do not go with several GPUs."""
+    import threading
+    if opts.rounds > 1:
+        raise GemmlabError("--rounds takes turns on one GPU: it does not go with --gpus",
+                           hint="give one of them")
+    seed = opts.seed if opts.seed is not None else fresh_seed()
+    lock = threading.Lock()
+    said = on_phase or (lambda text: None)
+    told = on_row or (lambda doc, row: None)
+
+    def phase(gpu):
+        def tell(text):
+            with lock:
+                said(f"GPU {gpu}: {text}")
+        return tell
+
+    setup = (shape, seed, opts.fp64_check, opts.dtype)
+    workers = [Isolated(handler, setup, opts.timeout, phase(g), gpu=g) for g in range(opts.gpus)]
+    cublas, todo, queue, failed, stop = _Entry(None, {}), [], [], [], threading.Event()
+    try:
+        dev = workers[0].start()["device"]  # no GPU, or no room for the inputs: a GemmlabError for the run
+        doc = records.meta(command, dev, shape, seed, opts.dtype)
+        doc["gpus"] = opts.gpus
+        peak = dev.peak(opts.dtype)
+
+        def work(g: int) -> None:
+            while True:
+                with lock:
+                    if not queue or failed or stop.is_set():
+                        return
+                    e = queue.pop(0)
+                e.gpu = g
+                try:
+                    _measure(workers[g], e, False, dev, shape, opts, keep_going, phase(g))
+                except BaseException as err:  # a job that cannot be built (without keep_going): the run ends
+                    with lock:
+                        failed.append(err)
+                    return
+                with lock:
+                    if stop.is_set():  # interrupted: its worker was killed under it, so it has no row
+                        return
+                    _finish(e, cublas, doc, peak, told)
+
+        try:
+            if with_cublas:
+                cublas.gpu = 0
+                _measure(workers[0], cublas, True, dev, shape, opts, keep_going, phase(0))
+                _finish(cublas, cublas, doc, peak, told)
+            todo += [_Entry(v, p) for v, p in (jobs(dev) if callable(jobs) else jobs)]
+            queue += todo
+            threads = [threading.Thread(target=work, args=(g,), daemon=True) for g in range(opts.gpus)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)  # a short wait, so that Ctrl-C reaches this thread
+        except KeyboardInterrupt:
+            stop.set()
+            for w in workers:
+                w.kill()  # do not wait for the jobs in flight
+            doc["interrupted"] = True
+        if failed:
+            raise failed[0]
+    finally:
+        for w in workers:
+            w.kill() if stop.is_set() or failed else w.close()
+    rows = [e.row for e in todo if e.row is not None]
+    return doc, rows + ([cublas.row] if cublas.row else [])

@@ -59,9 +59,23 @@ def _leave() -> None:
     os._exit(0)
 
 
-def _child(conn, handler_path: str, setup: tuple) -> None:
+def visible_device(gpu: int, env=None) -> str:
+    """What CUDA_VISIBLE_DEVICES is for a worker on the `gpu`-th GPU this process sees: that entry of the
+    parent's own list where it has one, else the index."""
+    env = os.environ if env is None else env
+    seen = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if not seen:
+        return str(gpu)
+    if gpu >= len(seen):
+        raise GemmlabError(f"GPU {gpu} is not one of the {len(seen)} that CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} shows")
+    return seen[gpu]
+
+
+def _child(conn, handler_path: str, setup: tuple, visible: str | None = None) -> None:
     # Ctrl-C is the parent's to handle: it stops the run and kills this process.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if visible is not None:  # this worker's GPU is the only one it sees (set before CUDA starts here)
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible
     try:
         _serve(conn, handler_path, setup)
     finally:
@@ -106,13 +120,15 @@ class Isolated:
     """One worker process at a time, restarted after a fault. `on_phase(text)` sees the worker's
     progress ("compile", "check", "time 40 reps")."""
 
-    def __init__(self, handler_path: str, setup: tuple, timeout: float = 60.0, on_phase=None):
+    def __init__(self, handler_path: str, setup: tuple, timeout: float = 60.0, on_phase=None, gpu: int | None = None):
+        """`gpu`: the worker runs on that GPU of this host alone (default: the current one)."""
         if not timeout > 0:
             raise GemmlabError(f"the time limit must be positive, not {timeout}")
         if handler_path == GPU_JOBS:
             handler_path = os.environ.get(GPU_JOBS_ENV) or handler_path
         self.handler_path, self.setup, self.timeout = handler_path, setup, float(timeout)
         self.on_phase = on_phase or (lambda text: None)
+        self.gpu, self.visible = gpu, visible_device(gpu) if gpu is not None else None
         self.proc = None
         self.conn = None
         self.info = None
@@ -132,7 +148,7 @@ class Isolated:
             return self.info
         self._reap()
         parent, child = _ctx.Pipe()
-        self.proc = _ctx.Process(target=_child, args=(child, self.handler_path, self.setup), daemon=True)
+        self.proc = _ctx.Process(target=_child, args=(child, self.handler_path, self.setup, self.visible), daemon=True)
         self.proc.start()
         child.close()  # so that the worker's death reads as EOF here
         self.conn = parent

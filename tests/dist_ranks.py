@@ -1,12 +1,12 @@
-"""Stand-ins for a rank's process (gemmlab/dist/rank.py:main), for the job's tests on a CPU: each behaves
+"""Stand-ins for a rank's process (gemmlab/multigpu/rank.py:main), for the job's tests on a CPU: each behaves
 as DIST_SCENARIO says, through the real Report."""
 
 import os
 import time
 
-from gemmlab.dist import rows
-from gemmlab.dist.rank import Report
-from gemmlab.dist.schedule import rank_plan
+from gemmlab.multigpu import rows
+from gemmlab.multigpu.rank import Report
+from gemmlab.multigpu.schedule import rank_plan
 from handlers import passing_check
 
 

@@ -5,9 +5,9 @@ rank must send the bytes the schedule's arithmetic says."""
 import numpy as np
 import pytest
 
-from gemmlab.dist import schedule as sch
-from gemmlab.dist.execute import RankRun, gather
-from gemmlab.dist.inputs import Reference
+from gemmlab.multigpu import schedule as sch
+from gemmlab.multigpu.execute import RankRun, gather
+from gemmlab.multigpu.inputs import Reference
 from gemmlab.results.model import Shape
 from dist_fakes import FakeComm, FakeRuntime, numpy_gemm, run_ranks
 

@@ -4,7 +4,7 @@ and a rank that is wrong, crashes or hangs stops the job with its name. Skipped 
 import pytest
 
 import gemmlab
-from gemmlab.dist.rank import FAULT_ENV
+from gemmlab.multigpu.rank import FAULT_ENV
 
 pytestmark = pytest.mark.gpu
 

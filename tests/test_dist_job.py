@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from gemmlab.dist import job as dist_job
-from gemmlab.dist.rank import Item, Job
-from gemmlab.dist.schedule import get
+from gemmlab.multigpu import job as dist_job
+from gemmlab.multigpu.rank import Item, Job
+from gemmlab.multigpu.schedule import get
 from gemmlab.present.progress import Reporter
 from gemmlab.results.model import Shape
 
@@ -84,7 +84,7 @@ def test_under_a_launcher_this_process_is_one_rank(fake_ranks, tmp_path):
 
 
 def dist_job_id(env):
-    from gemmlab.dist.launcher import job_id
+    from gemmlab.multigpu.launcher import job_id
     return job_id(env).encode()
 
 

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from gemmlab.dist.launcher import FileStore, Place, from_env, job_id, share_id
+from gemmlab.multigpu.launcher import FileStore, Place, from_env, job_id, share_id
 from gemmlab.errors import GemmlabError
 
 

@@ -3,9 +3,9 @@ rank whose block is wrong named in the row that ends the job."""
 
 import pytest
 
-from gemmlab.dist import rows as dist_rows
-from gemmlab.dist.rank import FAULT_ENV, Item, Job, Rank
-from gemmlab.dist.schedule import catalog
+from gemmlab.multigpu import rows as dist_rows
+from gemmlab.multigpu.rank import FAULT_ENV, Item, Job, Rank
+from gemmlab.multigpu.schedule import catalog
 from gemmlab.results.model import Shape
 from dist_fakes import FakeComm, FakeRuntime, numpy_gemm, run_ranks
 
@@ -66,7 +66,7 @@ def test_a_wrong_block_ends_the_job_naming_its_rank(monkeypatch):
 
 
 def test_the_bandwidth_rows(monkeypatch):
-    from gemmlab.dist import bandwidth
+    from gemmlab.multigpu import bandwidth
     monkeypatch.setattr(bandwidth, "SIZES_MB", (1, 2))
     out, _ = drive([], 3, measure=True)
     ops = {(r["op"], r["mb_per_rank"]) for r in out[0]}

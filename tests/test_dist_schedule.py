@@ -2,7 +2,7 @@
 
 import pytest
 
-from gemmlab.dist import schedule as sch
+from gemmlab.multigpu import schedule as sch
 from gemmlab.errors import GemmlabError
 from gemmlab.results.model import Shape
 

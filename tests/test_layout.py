@@ -94,7 +94,7 @@ STAGES = [
     ("gpu", ["gpu"]),
     ("present", ["present"]),
     ("run", ["jobs", "worker", "grid", "sanitize", "profile", "suites", "cpu", "watch", "measure"]),
-    ("dist", ["dist"]),
+    ("multigpu", ["multigpu"]),
     ("api", ["api"]),
     ("cli", ["cli", "__main__", "notebook"]),
 ]
@@ -110,7 +110,7 @@ def stage(module: str) -> int:
 
 
 def test_modules_import_only_from_earlier_stages():
-    """templates -> build -> results -> gpu -> present -> run -> dist -> api -> cli: no module reaches up (the
+    """templates -> build -> results -> gpu -> present -> run -> multigpu -> api -> cli: no module reaches up (the
     GPU-free stages stay GPU-free, the CLI is the only one that parses, the API is the CLI's)."""
     g = graph()
     up = sorted(f"{m} -> {t}" for m, ts in g.items() if m != "gemmlab"

@@ -5,7 +5,7 @@ fit at once, TMA tensor maps, the GPC order's table, and cuBLAS.
     launch = prepared.bind(A, B, C)                  # the arguments the template lists, made once
     launch()                                         # on the current stream (`with stream: launch()`)
 
-gemmlab/gpu/problem.py launches through it on one GPU, gemmlab/dist/ on each rank's blocks.
+gemmlab/gpu/problem.py launches through it on one GPU, gemmlab/multigpu/ on each rank's blocks.
 """
 
 from __future__ import annotations

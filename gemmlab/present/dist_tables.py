@@ -73,13 +73,14 @@ def dist_markdown(doc: dict) -> str:
         schedule = r["schedule"] + (" (overlap)" if r["overlap"] else "")
         if r["status"] != "PASS":
             why = (r.get("check") or r.get("error") or "").splitlines()[0:1]
-            lines.append(f"| {schedule} | {gemm_text(r)} | {r['gpus']} | **{r['status']}** {''.join(why)} | | | | | | | |")
+            lines.append(f"| {schedule} | {r['kernel']} | {r['gpus']} | **{r['status']}** {''.join(why)} | | | | | | | |")
             continue
-        lines.append(f"| {schedule} | {gemm_text(r)} | {r['gpus']} | {r['ms']:.3f} | {r['tflops']:.1f} | "
+        lines.append(f"| {schedule} | {r['kernel']} | {r['gpus']} | {r['ms']:.3f} | {r['tflops']:.1f} | "
                      f"{r['tflops_per_gpu']:.1f} | {r['pct_peak']:.1f} | {_pct(r['efficiency'], '%')} | "
                      f"{speedup_text(r['x_baseline']) if r['x_baseline'] else '-'} | {r['exposed_ms']:.3f} | "
                      f"{r['sent_mb']:,.1f} |")
-    return "\n".join(lines)
+    params = {gemm_text(r) for r in doc["rows"] if r["kernel"] != "cuBLAS"}
+    return "\n".join(lines + [f"\n{p}" for p in sorted(params)])
 
 
 def fault_text(doc: dict) -> Text | None:

@@ -156,33 +156,41 @@ def error_map_plot(r: dict, path: Path) -> None:
 def dist_plot(docs, path: Path) -> None:
     """Time against GPUs from `gemmlab dist` documents (one or several GPU counts): one bar per schedule
     and GEMM at each count, split into the local GEMMs' time and the communication left exposed (hatched)."""
+    from matplotlib.patches import Patch
     plt = _pyplot()
     docs = docs if isinstance(docs, list) else [docs]
     rows = [r for d in docs for r in d["rows"] if r.get("status") == "PASS" and r.get("ms") and "schedule" in r]
     if not rows:
         raise GemmlabError("nothing passed its check: there is nothing to plot")
     series = list(dict.fromkeys(_series(r) for r in rows))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {name: colours[i % len(colours)] for i, name in enumerate(series)}
     counts = sorted({r["gpus"] for r in rows})
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    width = 0.8 / len(series)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, name in enumerate(series):
-        mine = {r["gpus"]: r for r in rows if _series(r) == name}
-        xs = [c + (i - (len(series) - 1) / 2) * width for c in range(len(counts)) if counts[c] in mine]
-        got = [mine[n] for n in counts if n in mine]
-        compute = [min(r["compute_ms"], r["ms"]) for r in got]
-        exposed = [r["ms"] - c for r, c in zip(got, compute)]
-        colour = colours[i % len(colours)]
-        ax.bar(xs, compute, width, color=colour, label=name)
-        ax.bar(xs, exposed, width, bottom=compute, color="white", edgecolor=colour, hatch="///")
-    ax.bar([0], [0], color="white", edgecolor="gray", hatch="///", label="communication not hidden")
+    for k, n in enumerate(counts):
+        here = [r for r in rows if r["gpus"] == n]
+        width = 0.8 / len(here)
+        for i, r in enumerate(here):
+            x = k + (i - (len(here) - 1) / 2) * width
+            compute = min(r["compute_ms"], r["ms"])
+            c = colour[_series(r)]
+            ax.bar(x, compute, width, color=c)
+            ax.bar(x, r["ms"] - compute, width, bottom=compute, color="white", edgecolor=c, hatch="///")
+    handles = [Patch(color=colour[name], label=name) for name in series]
+    handles.append(Patch(facecolor="white", edgecolor="gray", hatch="///", label="communication not hidden"))
     ax.set_xticks(range(len(counts)), [str(n) for n in counts])
+    ax.set_ylim(0, 1.35 * max(r["ms"] for r in rows))
     doc = docs[0]
     s = doc.get("shape") or {}
-    _finish(fig, ax, path, f"{s.get('M')}x{s.get('N')}x{s.get('K')} {doc.get('dtype', '')} on "
-            f"{(doc.get('device') or {}).get('name', '?')} ({doc.get('date', '')[:10]})", "GPUs", "ms", legend_size=7)
+    ax.legend(handles=handles, fontsize=7, ncol=2, loc="upper right")
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("ms")
+    ax.set_title(f"{s.get('M')}x{s.get('N')}x{s.get('K')} {doc.get('dtype', '')} on "
+                 f"{(doc.get('device') or {}).get('name', '?')} ({doc.get('date', '')[:10]})", fontsize=9)
+    _save(fig, path)
+    plt.close(fig)
 
 
 def _series(r: dict) -> str:
-    name = r["kernel"] if r["schedule"] == "one GPU" else f"{r['schedule']}, {r['kernel']}"
+    name = f"{r['schedule']}, {r['kernel']}"
     return name + (" (overlap)" if r.get("overlap") else "")

@@ -5,7 +5,7 @@
                  (a ring step, as the ring schedule makes it); bus bandwidth S / time
 
 Both are "bytes each GPU sends per second", so a schedule's bytes sent over its exposed time compares
-with them directly. Timed as the schedules are (gemmlab/dist/rank.py): repetitions started together,
+with them directly. Timed as the schedules are (gemmlab/multigpu/rank.py): repetitions started together,
 the slowest rank's time, the median.
 """
 

@@ -2,8 +2,8 @@
 
 With `--gpus N` (no launcher) this process starts N ranks on this host, one per GPU, and makes the NCCL
 id itself. Under mpirun, srun or torchrun every process the launcher started does the same for the one
-rank it is (gemmlab/dist/launcher.py says which), after the id has come from rank 0 through the launcher.
-Either way a rank runs in a child process (gemmlab/dist/rank.py:main) and this one only watches, as
+rank it is (gemmlab/multigpu/launcher.py says which), after the id has come from rank 0 through the launcher.
+Either way a rank runs in a child process (gemmlab/multigpu/rank.py:main) and this one only watches, as
 gemmlab/worker.py does for one GPU: a CUDA fault or a hang cannot take the results with it.
 
 A rank that crashes, reports an error, or makes no progress for `timeout` seconds ends the job: every
@@ -23,7 +23,7 @@ from ..errors import GemmlabError
 from .comm import keep_multicast_off
 
 _ctx = multiprocessing.get_context("spawn")  # CUDA does not survive fork
-RANK_MAIN = "gemmlab.dist.rank:main"
+RANK_MAIN = "gemmlab.multigpu.rank:main"
 RANK_MAIN_ENV = "GEMMLAB_DIST_RANK"  # tests: a stand-in for a rank's process (tests/dist_ranks.py)
 
 

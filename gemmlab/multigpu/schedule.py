@@ -1,7 +1,7 @@
 """Schedules of a distributed GEMM: files of data in kernels/dist/, and their arithmetic.
 
 A schedule says how A, B and C are split over the P ranks and which steps, from a small vocabulary the
-executor knows (gemmlab/dist/execute.py), turn the pieces into C:
+executor knows (gemmlab/multigpu/execute.py), turn the pieces into C:
 
     allgather X       X (split by rows) gathered whole onto every rank (ncclAllGather)
     gemm              C = A @ B on the blocks in hand, with the chosen kernel

@@ -5,13 +5,13 @@ Per item, in this order, so that a fault shows on the rank that has it:
 1. its local GEMMs alone, once: a kernel that hangs or crashes does so here, while the other ranks go on
    to the check and wait there (the parent names the rank that is behind);
 2. the check: the schedule once on NaN-poisoned outputs, C gathered on rank 0 and judged element by
-   element against one GPU's reference (gemmlab/dist/inputs.py); every rank learns the verdict, and a
+   element against one GPU's reference (gemmlab/multigpu/inputs.py); every rank learns the verdict, and a
    failure ends the job after its row;
 3. the timings: warm-up, then repetitions that each start on every rank together (a barrier), the L2
    flushed before each, and the host queueing a repetition while a spin kernel holds the GPU, so that
    Python's launch time never shows as a gap in the GPU's.
 
-`main` is the rank's process (gemmlab/dist/job.py starts it); `Rank` takes its runtime, communicator and
+`main` is the rank's process (gemmlab/multigpu/job.py starts it); `Rank` takes its runtime, communicator and
 GEMMs as arguments, so the CPU tests run it on stand-ins.
 """
 
@@ -56,7 +56,7 @@ class Job:
     comm_sms: int = 0          # SMs our kernel leaves to NCCL's kernels where they overlap
     min_time_ms: float = 100.0  # repetitions enough to fill this, at least `reps`
     flush_bytes: int = FLUSH_BYTES  # written before each repetition: the L2 starts cold
-    measure: bool = False      # measure NCCL's bandwidth instead (gemmlab/dist/bandwidth.py)
+    measure: bool = False      # measure NCCL's bandwidth instead (gemmlab/multigpu/bandwidth.py)
 
 
 class Rank:
@@ -198,7 +198,7 @@ def _fault(rank: int) -> str | None:
 # ---------------------------------------------------------------------------- the process
 
 class Report:
-    """A rank's messages to its parent (gemmlab/dist/job.py): progress, rank 0's rows, how it ended."""
+    """A rank's messages to its parent (gemmlab/multigpu/job.py): progress, rank 0's rows, how it ended."""
 
     def __init__(self, conn, rank: int):
         self.conn, self.rank = conn, rank

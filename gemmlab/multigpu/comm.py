@@ -1,6 +1,6 @@
 """The two things a rank's schedule runs on: NCCL (through cupy.cuda.nccl) and CUDA streams and events.
 
-The executor (gemmlab/dist/execute.py) sees only these small interfaces, so the CPU tests run every
+The executor (gemmlab/multigpu/execute.py) sees only these small interfaces, so the CPU tests run every
 schedule on numpy with stand-ins (tests/dist_fakes.py): threads for ranks, queues for streams.
 
 Comm:     allgather(send, recv, stream), reduce_scatter(send, recv, stream),

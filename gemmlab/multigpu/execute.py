@@ -6,7 +6,7 @@
 
 `gemm(A, B, C)` returns a launch of C = A @ B on the current stream (our kernel bound to those arrays,
 or cuBLAS), made once per buffer so that a repetition only queues launches. `rt` and `comm` are the
-interfaces of gemmlab/dist/comm.py.
+interfaces of gemmlab/multigpu/comm.py.
 
 Overlap (ring, summa): the GEMMs run on the compute stream, NCCL on the comm stream, with events
 between them where a buffer changes hands. Two rules make that safe, and the CPU tests run every schedule
