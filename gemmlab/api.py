@@ -83,7 +83,17 @@ def _shape(shape):
     raise GemmlabError(f"a shape is n, (M, N, K) or a gemmlab.Shape, not {shape!r}")
 
 
-def _options(dtype, reps, rounds, seed, check, timeout):
+def _gpus(gpus) -> int:
+    """A number of GPUs of this host (None: all of them)."""
+    if gpus is None:
+        from .multigpu.job import gpu_count
+        return gpu_count()
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise GemmlabError(f"gpus must be a positive number of GPUs (or None: all), not {gpus!r}")
+    return gpus
+
+
+def _options(dtype, reps, rounds, seed, check, timeout, gpus=1):
     from .jobs import Options
     if check not in ("cupy", "fp64"):
         raise GemmlabError(f"check is 'cupy' or 'fp64', not {check!r}")
@@ -93,7 +103,7 @@ def _options(dtype, reps, rounds, seed, check, timeout):
     if not timeout > 0 or timeout == float("inf"):
         raise GemmlabError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
     return Options(reps=reps, seed=seed, fp64_check=check == "fp64", dtype=dtype or "fp32", timeout=timeout,
-                   rounds=rounds)
+                   rounds=rounds, gpus=_gpus(gpus))
 
 
 def _variant(cat: Catalog, v) -> Variant:
@@ -107,6 +117,7 @@ def _argv(command: str, shape, opts, doc: dict, kernels_dirs, extra: list[str]) 
     argv += ["--rounds", str(opts.rounds)] if opts.rounds != 1 else []
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
     argv += ["--check", "fp64"] if opts.fp64_check else []
+    argv += ["--gpus", str(opts.gpus)] if opts.gpus != 1 else []
     return argv + _dirs_argv(kernels_dirs)
 
 
@@ -168,13 +179,13 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
 
 def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
             seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
-            kernels_dirs=(), record: bool = True, progress=True):
+            kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1):
     """The variants (names or Variants; default: the ladder of the input type) at their defaults, with
     cuBLAS, and speed-ups rung over rung (`gemmlab compare`). dtype defaults to the first variant's first
-    input type, else fp32."""
+    input type, else fp32. gpus: one worker per GPU of this host (None: all), each job timed alone on its own."""
     from . import measure
     from .present.resultset import ResultSet
-    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout)
+    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout, gpus)
     out = new_file(out, "--out")
     if isinstance(variants, (str, Variant)):
         variants = [variants]
@@ -194,14 +205,15 @@ def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 
 def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
           seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
           fresh: bool = False, save_best: bool = False, jobs: int | None = None, kernels_dirs=(),
-          record: bool = True, progress=True):
+          record: bool = True, progress=True, gpus: int | None = 1):
     """Time a variant over a grid of parameters, fastest first, cuBLAS last (`gemmlab sweep`). grid is
     {name: [values]} or {name: "2..8"}, or a list of `NAME=V1,V2|A..B[:STEP]` texts; configurations its
     constraints forbid are skipped (the document's "skipped" says why). What the history has for this
-    GPU and shape is reused unless fresh; save_best writes the fastest into the tuning cache auto reads."""
+    GPU and shape is reused unless fresh; save_best writes the fastest into the tuning cache auto reads.
+    gpus: one worker per GPU of this host (None: all), each configuration timed alone on its own."""
     from . import grid as grids, measure
     from .present.resultset import ResultSet
-    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout)
+    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout, gpus)
     v = _variant(cat, variant)
     opts.dtype = v.dtype(v.resolve(v.for_dtype(dtype)))
     specs = grids.specs(grid)
@@ -234,12 +246,13 @@ def _shapes_variants(cat: Catalog, variants) -> tuple[bool, list[Variant]]:
 
 def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | None = None, dtype: str | None = None,
           reps: int = 10, rounds: int = 1, seed: int | None = None, timeout: float = 60.0, out: str | Path | None = None,
-          kernels_dirs=(), record: bool = True, progress=True):
+          kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1):
     """A suite of shapes with auto and/or the named variants and cuBLAS, each shape's roofline bound and
     % of it, x cuBLAS, and per variant the geometric mean, minimum and share of shapes at or above cuBLAS
     (`gemmlab suite`). shapes: "lab" (the MIT 6.S894 lab's 12, with the course's targets), "llm"
     (Llama-3 8B and 70B) or a suite file; or random=N shapes drawn log-uniformly from `seed` (default:
-    a fresh one, in the result). only: those "MxNxK" of the suite. dtype: the suite's first by default."""
+    a fresh one, in the result). only: those "MxNxK" of the suite. dtype: the suite's first by default.
+    gpus: one worker per GPU of this host (None: all) for each shape's jobs."""
     from . import measure, suites
     from .jobs import fresh_seed
     from .present.resultset import ResultSet
@@ -253,7 +266,7 @@ def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | N
     if only is not None:
         suite_ = suite_.only([only] if isinstance(only, str) else list(only))
     dtype = dtype or suite_.dtypes[0]
-    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, "cupy", timeout)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, "cupy", timeout, gpus)
     auto, named = _shapes_variants(cat, variants)
     for v in named:
         v.for_dtype(dtype)  # a variant without a kernel for the type: one error now, not one per shape
@@ -265,6 +278,7 @@ def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | N
     argv += ["--only", ",".join(str(e.shape) for e in suite_.entries)] if only is not None else []
     argv += ["--dtype", dtype, "--reps", str(reps)] + (["--rounds", str(rounds)] if rounds != 1 else [])
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
+    argv += ["--gpus", str(opts.gpus)] if opts.gpus != 1 else []
     return ResultSet.of(doc, argv + _dirs_argv(kernels_dirs))
 
 

@@ -172,6 +172,26 @@ def shape_options(f):
     return dtype_option(output_options(f))
 
 
+def _gpus(ctx, param, value):
+    if value is None:
+        return 1
+    if value == "all":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise click.BadParameter(f"{value!r} is not a number of GPUs (or all)")
+    return n
+
+
+def gpus_option(f):
+    return click.option("--gpus", "gpus", metavar="N|all", callback=_gpus,
+                        help="One worker per GPU of this host: each job is timed alone on the GPU that takes it, "
+                             "and the rows come back in one table (default: 1).")(f)
+
+
 def dtype_option(f):
     return click.option("--dtype", type=click.Choice(DTYPES),
                         help="Input type: fp32 (CUDA cores), or tf32, fp16, bf16 (tensor cores; C is fp32). "

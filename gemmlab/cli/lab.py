@@ -15,7 +15,7 @@ from ..present import lab_tables
 from ..results import records
 from ..templates import show_value
 from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, cli, dtype_option, err,
-                     kernels_dir_option, make_shape, names_list, out, output_format, output_options, overrides,
+                     gpus_option, kernels_dir_option, make_shape, names_list, out, output_format, output_options, overrides,
                      param_options, rounds_option)
 
 
@@ -36,11 +36,12 @@ from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, 
               help="Seconds a job may go without progress before it is marked TIMEOUT.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the results here as JSON (a new file).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the roofline with every result (PNG).")
+@gpus_option
 @output_options
 @kernels_dir_option
 @click.pass_context
-def suite(ctx, variants, shapes, random_, only, dtype, reps, rounds, seed, timeout, out_path, plot_path, as_json, as_csv,
-          kernels_dirs):
+def suite(ctx, variants, shapes, random_, only, dtype, reps, rounds, seed, timeout, out_path, plot_path, gpus, as_json,
+          as_csv, kernels_dirs):
     """A suite of shapes against cuBLAS (default: the MIT 6.S894 lab's 12): roofline bound, % of it, x
     cuBLAS, the course's targets; per variant the geometric mean, minimum and share at or above cuBLAS."""
     fmt = output_format(as_json, as_csv)
@@ -48,7 +49,7 @@ def suite(ctx, variants, shapes, random_, only, dtype, reps, rounds, seed, timeo
     with _reporter() as reporter:
         rs = api.suite(names_list(variants, "--variants"), None if only is None else names_list(only, "--only"),
                        shapes=shapes, random=random_, dtype=dtype, reps=reps, rounds=rounds, seed=seed,
-                       timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter)
+                       timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus)
     doc = rs.to_json()
     _print_rows(doc, doc["rows"], fmt, rs.table)  # the table, and the summary per variant under it
     _plot("roofline_plot", doc, plot_path)

@@ -14,8 +14,8 @@ from ..files import new_file
 from ..present import tables
 from ..results import records
 from ..sanitize import TOOLS as SANITIZERS
-from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, kernels_dir_option,
-                     names_list, out, overrides, param_options, shape_options)
+from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, gpus_option,
+                     kernels_dir_option, names_list, out, overrides, param_options, shape_options)
 
 
 def _emit(rs, fmt) -> int:
@@ -149,9 +149,10 @@ def _gpu_or_fail() -> None:
 @click.option("--fresh", is_flag=True, help="Measure again what the history already has for this GPU and shape.")
 @click.option("--save-best", is_flag=True, help="Write the fastest into the tuning cache that --variant auto reads.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw GFLOP/s per configuration (PNG).")
+@gpus_option
 @kernels_dir_option
 @click.pass_context
-def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **common):
+def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_dirs, **common):
     """Time a variant over a grid of parameters, fastest first; skip what its constraints forbid."""
     shape, opts, fmt, out_path = _common(ctx, common)
     plot_path = new_file(plot_path, "--plot")
@@ -159,7 +160,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
         rs = api.sweep(name, list(specs), shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds,
                        seed=opts.seed, check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout,
                        out=out_path, fresh=fresh, save_best=save_best, jobs=jobs_, kernels_dirs=kernels_dirs,
-                       progress=reporter)
+                       progress=reporter, gpus=gpus)
     status = _emit(rs, fmt)
     _plot("sweep_plot", rs.to_json(), plot_path)
     ctx.exit(status)
@@ -168,14 +169,15 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, kernels_dirs, **
 @cli.command()
 @click.option("--variants", help="Comma-separated variants (default: the whole ladder).")
 @shape_options
+@gpus_option
 @kernels_dir_option
 @click.pass_context
-def compare(ctx, variants, kernels_dirs, **common):
+def compare(ctx, variants, gpus, kernels_dirs, **common):
     """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung."""
     shape, opts, fmt, out_path = _common(ctx, common)
     chosen = names_list(variants, "--variants") if variants is not None else None
     with _reporter() as reporter:
         rs = api.compare(chosen, shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds, seed=opts.seed,
                          check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, out=out_path,
-                         kernels_dirs=kernels_dirs, progress=reporter)
+                         kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus)
     ctx.exit(_emit(rs, fmt))
