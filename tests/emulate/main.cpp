@@ -119,9 +119,9 @@ int main(int argc, char** argv)
             for (int k = 0; k < K; ++k)
                 s += double(A[size_t(m) * K + k]) * B[size_t(k) * N + n];
             const float c = C[size_t(m) * N + n];
-            unwritten += std::isnan(c);
-            err = std::isnan(c) ? err : max(err, std::fabs(s - c));
-            norm = max(norm, std::fabs(s));
+            unwritten += isnan(c);
+            err = isnan(c) ? err : max(err, fabs(s - c));
+            norm = max(norm, fabs(s));
         }
     printf("%.3e %ld\n", err / max(norm, 1e-30), unwritten);
     return 0;
