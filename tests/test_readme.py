@@ -140,6 +140,26 @@ def test_readme_head_to_head_tables_are_the_committed_results():
         "paste `gemmlab report --versus wgmma_ws benchmarks/h100-versus-*16-*.json` and the wgmma_tf32 one")
 
 
+def dist_tables() -> list[str]:
+    """The README's table of several GPUs, and its caption's stamp."""
+    return [table("h100x2-dist-16384.json"), stamp(load("h100x2-dist-16384.json"))]
+
+
+def test_readme_dist_table_is_the_committed_result():
+    doc = load("h100x2-dist-16384.json")
+    assert doc["gpus"] == 2 and all(r["status"] == "PASS" for r in doc["rows"])
+    assert all(part in page("README.md") for part in dist_tables()), (
+        "paste `gemmlab report --markdown benchmarks/h100x2-dist-16384.json` into the README")
+
+
+@pytest.mark.parametrize("name", ["h100x2-dist-measure.json", "h100x2-dist-16384.json", "h100x2-dist-ring-shard.json",
+                                  "h100x2-dist-ring-shard-n4096.json"])
+def test_dist_tables_are_the_committed_results(name):
+    text = page("docs/dist.md")
+    assert table(name) in text, f"paste `gemmlab report --markdown benchmarks/{name}` into docs/dist.md"
+    assert f"commit `{load(name)['commit']}`" in text
+
+
 # Numbers in the README's prose that are not measurements: Python's version, a size, the cache's default
 # limit in MB, an exit status.
 NOT_MEASURED = {"3.11", "1024^3", "2048", "1"}
@@ -150,7 +170,7 @@ def test_every_measured_number_in_the_readme_comes_from_a_committed_result():
     a number typed by hand would go stale when the results are measured again."""
     text = re.sub(r"```.*?```", "", page("README.md"), flags=re.S)
     generated = [table("h100-compare-4096.json"), stamp(load("h100-compare-4096.json")),
-                 versus("spread", "h100-compare-*.json")] + head_to_head()
+                 versus("spread", "h100-compare-*.json")] + head_to_head() + dist_tables()
     for part in generated:
         text = text.replace(part, "")
     text = re.sub(r"\[[^\]]*\]\([^)]*\)|`[^`]*`", "", text)  # links and code name files and commands
