@@ -328,7 +328,7 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
         resolved = v.resolve(v.for_dtype(dtype, dict(params or {})))
         dtype = v.dtype(resolved)
     dtype = dtype or "bf16"
-    names = [] if measure else _schedule_names(schedule, cat, gpus or from_env().world)
+    names = [] if measure else _schedule_names(schedule, cat, lambda: _world(gpus, from_env().world))
     items = []
     for name in names:
         items.append(Item(name, v.name if v else "cuBLAS", True, "ours" if v else "baseline"))
@@ -347,12 +347,23 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
     return ResultSet.of(dict(doc, rows=rows, rank=rank), argv + _dirs_argv(kernels_dirs))
 
 
-def _schedule_names(schedule, cat: dict, world: int) -> list[str]:
-    """The schedules asked for: a name, names, or "all" (those that run on `world` GPUs)."""
+def _world(gpus, launched: int) -> int:
+    """How many ranks a dist run will have: the launcher's, else the GPUs asked for, else this host's."""
+    if launched > 1:
+        return launched
+    if gpus:
+        return gpus
+    from .multigpu.job import gpu_count
+    return gpu_count()
+
+
+def _schedule_names(schedule, cat: dict, world) -> list[str]:
+    """The schedules asked for: a name, names, or "all" (those that run on world() GPUs)."""
     names = [schedule] if isinstance(schedule, str) else list(schedule)
     if names == ["all"]:
         import math
-        return [n for n, s in cat.items() if not s.square or world and math.isqrt(world) ** 2 == world]
+        n = world()
+        return [name for name, s in cat.items() if not s.square or math.isqrt(n) ** 2 == n]
     for n in names:
         if n not in cat:
             raise GemmlabError(f"no schedule '{n}'", hint="the schedules: " + ", ".join(sorted(cat)) + ", or all")

@@ -66,3 +66,15 @@ def test_gemmlab_dist_is_the_function_after_the_package_is_imported():
     import gemmlab
     import gemmlab.multigpu.job  # noqa: F401
     assert callable(gemmlab.dist) and gemmlab.dist.__module__ == "gemmlab.api"
+
+
+def test_all_schedules_are_those_that_run_on_this_hosts_gpus(fake_dist, monkeypatch, tmp_path):
+    """summa needs a square number: on a host of 2 GPUs, `--schedule all` without --gpus leaves it out."""
+    from gemmlab.multigpu import job
+    monkeypatch.setattr(job, "gpu_count", lambda: 2)
+    out = tmp_path / "all.json"
+    r = gemmlab("dist", "--schedule", "all", "-v", "tiled", "--shape", "96", "--dtype", "fp32", "--no-single",
+                "--out", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert doc["gpus"] == 2 and doc["schedules"] == ["allgather", "reduce_scatter", "ring"]
