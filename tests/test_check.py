@@ -444,3 +444,21 @@ def test_run_checks_its_plot_file_before_anything_runs(tmp_path):
     assert taken.read_bytes() == b"mine"
     r = invoke("run", "--variant", "tiled", "--plot", tmp_path / "nosuch" / "map.png")
     assert r.exit_code == 1 and "--plot" in r.output and "no such directory" in r.output
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16"])
+def test_a_and_b_are_fenced_by_nan(dtype):
+    """A read past either end of A or B must meet NaN (which the check reports), not finite bytes that,
+    times a tile's zero padding, would leave C right and the read unseen."""
+    from gemmlab.gpu.problem import FENCE, Inputs, from_bf16
+    inputs = Inputs(np, Shape(5, 7, 3), dtype, 1, INPUT_SETS[0], False)
+    for x in (inputs.A, inputs.B):
+        assert x.flags["C_CONTIGUOUS"] and x.base.size == x.size + 2 * FENCE
+        whole = x.base.reshape(-1)
+        start = (x.__array_interface__["data"][0] - whole.__array_interface__["data"][0]) // x.itemsize
+        assert start == FENCE and FENCE * x.itemsize % 256 == 0  # keeps A's 16-byte (TMA) alignment
+        fence = np.concatenate([whole[:FENCE], whole[FENCE + x.size:]])
+        values = from_bf16(fence) if dtype == "bf16" else fence
+        assert fence.size == 2 * FENCE and np.isnan(values).all()
+        assert not np.isnan(from_bf16(x) if dtype == "bf16" else x).any()
+    assert inputs.guard(np) == []  # the pristine copies are the fenced inputs' values

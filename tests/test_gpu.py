@@ -19,8 +19,10 @@ pytestmark = pytest.mark.gpu
 
 CONFIGS = [(v.name, p) for v in gemmlab.catalog().ladder() for p in v.sample()]
 # Odd shapes first; (257, 136, 104) and (1000, 1000, 520) are odd where TMA allows (N, K multiples of 8);
+# (1000, 1000, 40) ends K inside the first steps a pipeline starts before its loop (mma read past A's
+# end there; the NaN fenced around A and B, gpu/problem.py, makes such a read wrong C);
 # (2100, 2000, 72) gives the persistent rungs more tiles than SMs and few K steps, an odd number of 32.
-SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (257, 136, 104), (1000, 1000, 520),
+SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (257, 136, 104), (1000, 1000, 520), (1000, 1000, 40),
           (2100, 2000, 72), (4096, 4096, 4096)]
 
 

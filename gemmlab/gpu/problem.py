@@ -68,6 +68,22 @@ def c_tile(params: dict) -> tuple[int, int]:
     return first("BM", "TILE", "BLOCK"), first("BN", "COLS", "TILE", "BLOCK")
 
 
+# Elements of NaN before and after A and B (256 bytes of 16-bit types): a kernel that reads past either end
+# of its inputs takes NaN into C, which the check reports; finite bytes there, times the zeros that pad a
+# tile, would give the right C and hide the read.
+FENCE = 128
+NAN_BITS = {"bf16": 0x7FC0}  # cupy has no bfloat16: its inputs are the bits, and this is a quiet NaN's
+
+
+def fenced(xp, x, dtype: str):
+    """x in a buffer of NaN, FENCE elements of it on each side (x stays contiguous and 256-byte aligned)."""
+    buf = xp.empty(x.size + 2 * FENCE, dtype=x.dtype)
+    buf[:] = NAN_BITS.get(dtype, float("nan"))
+    inner = buf[FENCE:FENCE + x.size].reshape(x.shape)
+    inner[...] = x
+    return inner
+
+
 class Inputs:
     """One set of inputs on the GPU, in the kernels' type, with pristine copies to guard them, and what C
     must be: the reference and each element's bound (gemmlab/results/check.py)."""
@@ -94,6 +110,7 @@ class Inputs:
             A, B = from_bf16(self.A), from_bf16(self.B)
         else:
             self.A, self.B = A, B
+        self.A, self.B = fenced(xp, self.A, dtype), fenced(xp, self.B, dtype)
         self.bias, self._C0, self._make = make(N), None, make
         # The reference multiplies the very inputs the kernel gets, in FP32 (or float64): for tf32 that
         # is the exact product the tensor cores approximate.
