@@ -543,7 +543,7 @@ def test_sample_is_every_valid_configuration_up_to_the_limit():
 
 def test_values_are_shown_as_a_user_types_them():
     from gemmlab.templates import show_params, show_value
-    assert [show_value(v) for v in (True, False, 8, "relu")] == ["true", "false", "8", "relu"]
+    assert [show_value(v) for v in (True, False, 8, "relu", "RowMajor")] == ["true", "false", "8", "relu", "RowMajor"]
     assert show_params({"TILE": 8, "PREFETCH": False}) == "TILE=8 PREFETCH=false"
 
 
@@ -567,3 +567,135 @@ def test_an_unknown_parameter_lists_the_known_ones(user_dir):
     with pytest.raises(GemmlabError) as e:
         load_variant(path, builtin=False).resolve({"TILE": 8})
     assert e.value.message == "variant 'bare' has no parameter TILE; its parameters: none"
+
+
+# ---------------------------------------------------------------------------- the launch, key by key
+
+LAUNCHES = """{#---
+name = "launches"
+idea = "every launch key"
+[params.TILE]
+default = 16
+choices = [8, 16, 32]
+[params.SPLIT]
+default = 2
+choices = [1, 2]
+[launch]
+block = ["TILE", "TILE * 4"]
+grid = ["cdiv(N, TILE)", "cdiv(M, TILE)", "SPLIT * SMS"]
+smem = "TILE * TILE * 4"
+workspace = "SPLIT * M * N * 4"
+zero_output = "SPLIT > 1"
+resident = "SPLIT > 1"
+[launch.reduce]
+block = ["256"]
+grid = ["cdiv(M * N, 256)"]
+[launch.tma]
+A = ["TILE", "TILE * 4"]
+[launch.gpc_order]
+when = "M >= 128"
+cluster = "2"
+group = "SPLIT * 4"
+[[launch.requires]]
+check = "K % 4 == 0"
+why = "a row of A starts on 16 bytes"
+---#}
+"""
+
+
+def test_the_geometry_of_every_launch_key(user_dir):
+    from gemmlab.templates import Geometry
+    path = user_dir / "launches.cu.j2"
+    path.write_text(LAUNCHES + GOOD_BODY)
+    v = load_variant(path, builtin=False)
+    assert v.geometry({"TILE": 16, "SPLIT": 2}, 128, 64, 32) == Geometry(
+        grid=(4, 8, 2), block=(16, 64, 1), smem=1024, workspace=2 * 128 * 64 * 4, zero_output=True, resident=True,
+        reduce_grid=(32, 1, 1), reduce_block=(256, 1, 1), tma=(("A", (16, 64)),), gpc_order=(2, 8))
+    assert v.geometry({"TILE": 8, "SPLIT": 1}, 64, 64, 32, sms=132) == Geometry(
+        grid=(8, 8, 132), block=(8, 32, 1), smem=256, workspace=64 * 64 * 4, zero_output=False, resident=False,
+        reduce_grid=(16, 1, 1), reduce_block=(256, 1, 1), tma=(("A", (8, 32)),), gpc_order=None)
+    # a launch without the optional keys: none of them
+    assert discover().get("tiled").geometry({"TILE": 32, "PREFETCH": False}, 100, 200, 300) == Geometry(
+        grid=(7, 4, 1), block=(32, 32, 1), smem=0, workspace=0, zero_output=False, resident=False,
+        reduce_grid=None, reduce_block=None, tma=(), gpc_order=None)
+    with pytest.raises(GemmlabError) as e:
+        v.geometry({"TILE": 16, "SPLIT": 2}, 64, 64, 30)
+    assert e.value.message == "variant 'launches' cannot run shape 64x64x30: a row of A starts on 16 bytes (K % 4 == 0)"
+    # the block's threads are x * y * z, whatever its shape
+    assert v.violations({"TILE": 16, "SPLIT": 2}) == []
+    assert v.violations({"TILE": 32, "SPLIT": 2}) == [
+        "block (32, 128, 1) has 4096 threads: a block holds at most 1024 threads (and (1024, 1024, 64) per dimension)"]
+
+
+def test_a_grid_may_reach_cudas_limit_and_not_pass_it():
+    naive = discover().get("naive")  # grid (cdiv(M, BLOCK), cdiv(N, BLOCK))
+    assert naive.geometry({"BLOCK": 8}, 8, 8 * 65535, 8).grid == (1, 65535, 1)
+    assert naive.geometry({"BLOCK": 8}, 8 * (2**31 - 1), 8, 8).grid == (2**31 - 1, 1, 1)
+    for M, N in ((8, 8 * 65536), (8 * 2**31, 8), (0, 8)):
+        with pytest.raises(GemmlabError) as e:
+            naive.geometry({"BLOCK": 8}, M, N, 8)
+        grid = (-(-M // 8), -(-N // 8), 1)
+        assert e.value.message == (f"shape {M}x{N}x8 needs a grid of {grid} blocks for variant 'naive'; CUDA allows "
+                                   "at most (2147483647, 65535, 65535) (x, y, z)")
+        assert e.value.hint == "use a larger tile or a smaller shape"
+
+
+def test_a_block_that_reads_the_shape(user_dir):
+    """Allowed where no constraint reads THREADS (docs/writing-a-template.md): the launch gets the shape's
+    block; the body's THREADS and the block limits are those of M = N = K = 1 (the body is rendered once
+    for every shape)."""
+    path = write_template(user_dir, "byshape", GOOD_BODY + "// {{ THREADS }} threads\n")
+    path.write_text(path.read_text().replace("choices = [8, 16]", "choices = [16, 2048]")
+                    .replace('block = ["TILE", "TILE"]', 'block = ["TILE * M if K > 0 else TILE / 2", "N", "K"]'))
+    v = load_variant(path, builtin=False)
+    assert v.geometry({"TILE": 16}, 4, 8, 2).block == (64, 8, 2)
+    assert v.threads({"TILE": 16}) == 16 and "// 16 threads\n" in render(v).source
+    assert v.violations({"TILE": 2048}) == [
+        "block (2048, 1, 1) has 2048 threads: a block holds at most 1024 threads (and (1024, 1024, 64) per dimension)"]
+    with pytest.raises(GemmlabError) as e:
+        v.geometry({"TILE": 16}, 16, 16, 0)
+    assert e.value.message == f"{path}: launch.block 'TILE * M if K > 0 else TILE / 2' gave 8.0, not an integer"
+
+
+@pytest.mark.parametrize("key, reads", [("block", "THREADS"), ("smem", "SMEM")])
+def test_a_launch_expression_a_constraint_reads_that_fails_names_its_key(user_dir, key, reads):
+    path = write_template(user_dir, "broken", GOOD_BODY,
+                          header_extra=f'[[constraints]]\ncheck = "{reads} > 0"\nwhy = "something to do"\n')
+    text = path.read_text()
+    path.write_text(text.replace('block = ["TILE", "TILE"]', 'block = ["TILE // (TILE - 16)", "TILE"]') if key == "block"
+                    else text.replace("[launch]\n", '[launch]\nsmem = "TILE // (TILE - 16)"\n'))
+    with pytest.raises(GemmlabError) as e:
+        load_variant(path, builtin=False)
+    assert e.value.message == f"{path}: launch.{key}: 'TILE // (TILE - 16)' failed: integer division or modulo by zero"
+
+
+def test_a_constraint_that_names_no_limit_is_its_reason_alone(user_dir):
+    path = write_template(user_dir, "plain", GOOD_BODY, header_extra='[[constraints]]\ncheck = "TILE > 8"\nwhy = "big enough"\n')
+    assert load_variant(path, builtin=False).violations({"TILE": 8}) == ["TILE > 8: big enough"]
+
+
+def test_sample_is_worked_out_once_per_header(monkeypatch):
+    from gemmlab.templates import variant
+    monkeypatch.setattr(variant, "_samples", {})  # cold, whatever earlier tests cached
+    v = discover().get("regblock")
+    every = [p for p, bad in v.configs() if not bad]
+    assert v.sample() == every and v.sample(limit=20) == _nearest_by_brute_force(v, 20)
+    monkeypatch.setattr(v, "_sample", None)  # from the cache now
+    assert v.sample() == every
+
+
+def test_sample_takes_every_configuration_up_to_64(user_dir):
+    path = write_template(user_dir, "many", GOOD_BODY, header_extra=(
+        "[params.A]\ndefault = 2\nchoices = [" + ", ".join(map(str, range(1, 34))) + "]\n"
+        '[[constraints]]\ncheck = "TILE == 16 or A > 1"\nwhy = "x"\n'))
+    v = load_variant(path, builtin=False)
+    every = [p for p, bad in v.configs() if not bad]
+    assert len(every) == 65 and v.sample(limit=65) == every
+    assert v.sample() == _nearest_by_brute_force(v, 64) and len(v.sample()) == 34  # the defaults, TILE 8, the 32 other values of A
+
+
+def test_the_sample_on_a_gpu_where_the_defaults_do_not_fit_leaves_them_out():
+    v = discover().get("wgmma").on(_gpu(smem_optin=99 * 1024, smem_per_sm=100 * 1024))
+    assert v.violations(v.defaults())  # 193 KB of shared memory
+    sample = v.sample()
+    assert sample and v.defaults() not in sample and not any(v.violations(p) for p in sample)
