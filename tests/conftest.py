@@ -35,7 +35,13 @@ os.environ["GEMMLAB_CACHE_DIR"] = os.environ[_SHARED_CACHE]
 for _var in ("GEMMLAB_KERNELS", "GEMMLAB_HISTORY", "GEMMLAB_TUNING", "GEMMLAB_GPU_JOBS"):
     os.environ.pop(_var, None)
 
-REQUIRE_GPU = os.environ.get("GEMMLAB_REQUIRE_GPU", "").strip().lower() not in ("", "0", "false", "no")
+
+def switched_on(value: str | None) -> bool:
+    """An environment variable that is a switch: on unless unset, empty, 0, false or no."""
+    return (value or "").strip().lower() not in ("", "0", "false", "no")
+
+
+REQUIRE_GPU = switched_on(os.environ.get("GEMMLAB_REQUIRE_GPU"))
 
 
 def pytest_unconfigure(config):

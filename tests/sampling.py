@@ -22,9 +22,11 @@ configurations) are compiled whole."""
 import itertools
 import os
 
+from conftest import switched_on
+
 ENUMERATE = 6  # up to this many valid configurations, all of them (naive, coalesced, tiled: 0.1 s a compile;
 # regblock's 21, vectorized's and bankfree's 8 took 15 s of CPU, their combinations no riskier than the others')
-FULL = os.environ.get("GEMMLAB_TESTS_FULL", "").strip().lower() not in ("", "0", "false", "no")
+FULL = switched_on(os.environ.get("GEMMLAB_TESTS_FULL"))
 
 
 def edges(param) -> list:
