@@ -150,7 +150,7 @@ faults() {  # a crash, a hang, a race and an overrun, with the broken templates 
     } | tee "$dir/$p-faults.txt"
 }
 
-dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind; GPUS=N, default 2): NCCL's bus bandwidth,
+dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind, h100x4 with GPUS=4; default 2): NCCL's bus bandwidth,
     # the ring at the shard of A (1024 x 4096 per GPU; N = 4096 per GPU, then N = 4096 in all) and
     # 16384^3 over every schedule with its baselines and one GPU's (docs/dist.md)
     local g=${GPUS:-2}
@@ -159,8 +159,14 @@ dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind; GPUS=N, d
         --out "$dir/$p-dist-ring-shard.json"
     keep dist --schedule ring --shape "$((1024 * g)),4096,4096" --dtype bf16 --gpus "$g" --reps 50 --no-single \
         --out "$dir/$p-dist-ring-shard-n4096.json"
-    keep dist --schedule all --shape 16384 --dtype bf16 --gpus "$g" --comm-sms 8 --out "$dir/$p-dist-16384.json" \
-        --plot "$dir/$p-dist-16384.png"
+    if [ "$g" -gt 2 ]; then  # 2 GPUs of the same host too, for the plot of time against GPUs (1, 2 and g)
+        keep dist --schedule all --shape 16384 --dtype bf16 --gpus 2 --comm-sms 8 --out "$dir/$p-dist-16384-2gpus.json"
+        keep dist --schedule all --shape 16384 --dtype bf16 --gpus "$g" --comm-sms 8 --out "$dir/$p-dist-16384.json"
+        keep report --plot "$dir/$p-dist-16384.png" "$dir/$p-dist-16384-2gpus.json" "$dir/$p-dist-16384.json" >/dev/null
+    else
+        keep dist --schedule all --shape 16384 --dtype bf16 --gpus "$g" --comm-sms 8 --out "$dir/$p-dist-16384.json" \
+            --plot "$dir/$p-dist-16384.png"
+    fi
 }
 
 case "$what" in

@@ -40,6 +40,25 @@ def test_a_run_with_its_baseline_and_one_gpu(fake_dist, tmp_path):
     assert md.stdout.rstrip().endswith("\n\ntiled TILE=32 PREFETCH=true")  # the parameters, once, under the table
 
 
+def test_report_plots_time_against_gpus_over_several_dist_files(fake_dist, tmp_path):
+    files = []
+    for gpus in (2, 3):
+        files.append(tmp_path / f"ring{gpus}.json")
+        r = gemmlab("dist", "--gpus", gpus, "-v", "tiled", "--shape", "96,96,64", "--dtype", "fp32", "--seed", 3,
+                    "--no-single", "--out", files[-1])
+        assert r.exit_code == 0, r.output
+    plot = tmp_path / "both.png"
+    r = gemmlab("report", "--plot", plot, *files)
+    assert r.exit_code == 0, r.output
+    assert plot.read_bytes().startswith(b"\x89PNG") and "plot written to" in r.output
+    again = gemmlab("report", "--plot", plot, *files)  # never over a file the user has
+    assert again.exit_code == 1 and "already exists; gemmlab does not overwrite it" in again.output
+    (tmp_path / "other.json").write_text(json.dumps({"command": "compare", "rows": []}))
+    r = gemmlab("report", "--plot", tmp_path / "x.png", files[0], tmp_path / "other.json")
+    assert r.exit_code == 1 and "--plot draws time against GPUs from `gemmlab dist --json` files" in r.output
+    assert not (tmp_path / "x.png").exists()
+
+
 def test_a_crash_is_one_line_naming_the_rank(fake_dist, tmp_path):
     fake_dist.setenv("DIST_SCENARIO", "crash:1")
     r = gemmlab("dist", "--gpus", 2, "-v", "tiled", "--shape", "96", "--dtype", "fp32", "--no-single")

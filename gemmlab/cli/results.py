@@ -8,7 +8,8 @@ from ..present import lab_tables, markdown, tables
 
 from ..api import catalog
 from ..errors import GemmlabError
-from .common import (_is_device, _is_profile, _load_results, _print_rows, cli, kernels_dir_option, out,
+from ..files import new_file
+from .common import (_is_device, _is_profile, _load_results, _plot, _print_rows, cli, kernels_dir_option, out,
                      output_format, output_options)
 
 
@@ -16,12 +17,18 @@ from .common import (_is_device, _is_profile, _load_results, _print_rows, cli, k
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the README's markdown table instead.")
 @click.option("--versus", metavar="VARIANT", help="One markdown table of VARIANT against cuBLAS over all the files.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="`dist` files: one plot of time against GPUs over all of them (PNG, SVG or PDF by suffix).")
 @output_options
-def report_cmd(files, as_markdown, versus, as_json, as_csv):
+def report_cmd(files, as_markdown, versus, plot_path, as_json, as_csv):
     """Show saved `--json` results again (of any command that writes them): as tables, markdown, or all
     their rows as JSON or CSV."""
     fmt = output_format(as_json, as_csv, as_markdown)
     docs = [_load_results(f) for f in files]
+    if plot_path:
+        if any(d.get("command") != "dist" for d in docs):
+            raise GemmlabError("--plot draws time against GPUs from `gemmlab dist --json` files; not all of these are")
+        _plot("dist_plot", docs, new_file(plot_path, "--plot"))
     if versus:
         if fmt in ("json", "csv"):
             raise GemmlabError(f"--versus prints a markdown table; it does not go with --{fmt}")
