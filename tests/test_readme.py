@@ -140,6 +140,18 @@ def test_readme_head_to_head_tables_are_the_committed_results():
         "paste `gemmlab report --versus wgmma_ws benchmarks/h100-versus-*16-*.json` and the wgmma_tf32 one")
 
 
+def random_suites() -> list[str]:
+    """The README's summary of `auto` on random BF16 shapes: the last table of `report --markdown`, the
+    caption's stamp and the seed (in the caption's command)."""
+    text, doc = table("h100-random-bf16.json"), load("h100-random-bf16.json")
+    return [text[text.index("| variant | shapes | failed |"):].strip(), stamp(doc), f"--seed {doc['seed']}"]
+
+
+def test_readme_random_suites_are_the_committed_results():
+    assert all(part in page("README.md") for part in random_suites()), (
+        "paste the last table of `gemmlab report --markdown benchmarks/h100-random-bf16.json` into the README")
+
+
 def dist_tables() -> list[str]:
     """The README's table of several GPUs, and its caption's stamp."""
     return [table("h100x4-dist-16384.json"), stamp(load("h100x4-dist-16384.json"))]
@@ -172,7 +184,7 @@ def test_every_measured_number_in_the_readme_comes_from_a_committed_result():
     a number typed by hand would go stale when the results are measured again."""
     text = re.sub(r"```.*?```", "", page("README.md"), flags=re.S)
     generated = [table("h100-compare-4096.json"), stamp(load("h100-compare-4096.json")),
-                 versus("spread", "h100-compare-*.json")] + head_to_head() + dist_tables()
+                 versus("spread", "h100-compare-*.json")] + head_to_head() + dist_tables() + random_suites()
     for part in generated:
         text = text.replace(part, "")
     text = re.sub(r"\[[^\]]*\]\([^)]*\)|`[^`]*`", "", text)  # links and code name files and commands
