@@ -21,8 +21,6 @@ CONFIGS = [(name, p) for name, v in LADDER.items() for p in risk_sample(v)]
 # one value at a time, never met them), with why. Strict: the day a template rules one out or it stops
 # spilling, its mark must go (test_the_known_spills_are_valid_and_sampled below).
 SPILLS = [
-    ("blocktile1d", {"BM": 128, "BN": 128, "BK": 32, "TM": 16},
-     "1024 threads get 64 registers each (BK 16 and TM 8 at 1024 threads spill too)"),
     ("spread", {"BM": 256, "BN": 64, "BK": 32, "UNROLL": 16, "WM": 64, "WN": 64, "TM": 8, "TN": 16, "STAGES": 3,
                 "GROUP_M": 8, "SPLIT_K": 128},
      "the header's register estimate leaves out UNROLL: 255 registers at BM 256, UNROLL 16, TM*TN 128"),
