@@ -166,8 +166,8 @@ def prepare(kernel, M: int, N: int, K: int, device, workspace=None, sms: int | N
             f"variant '{variant.name}' needs {compiled.resources.smem + plan.smem} bytes of shared "
             f"memory per block; {device.name} allows at most {limit}")
     function = load(compiled)
-    if plan.smem > 48 * 1024:
-        function.max_dynamic_shared_size_bytes = plan.smem  # opt in above the default 48 KB
+    if plan.smem > device.smem_per_block:
+        function.max_dynamic_shared_size_bytes = plan.smem  # opt in above the default (48 KB on the H100)
     if plan.resident:  # its blocks wait for each other: a block that is not running yet would hang them
         blocks, fits = plan.grid[0] * plan.grid[1] * plan.grid[2], resident_blocks(function, plan, device.sms)
         if fits < blocks:
