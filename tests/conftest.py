@@ -12,11 +12,16 @@ import functools
 import itertools
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import traceback
 from pathlib import Path
 
 import pytest
+
+from prefetch import CACHE as _SHARED_CACHE, sass  # noqa: F401 (sass: the tests' SASS, shared by the run)
+from sampling import switched_on
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +33,6 @@ os.environ["XDG_DATA_HOME"] = str(_SCRATCH / "xdg-data")
 # One compile cache for the run: pytest-xdist's workers take the one their controller made (they start
 # with its environment), so a kernel compiled by one worker is a cache hit in the others (writes to the
 # cache are atomic renames). The controller's pytest_unconfigure removes it, after the workers end.
-_SHARED_CACHE = "GEMMLAB_TESTS_CUBIN_CACHE"
 if not (os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_SHARED_CACHE)):
     os.environ[_SHARED_CACHE] = str(_SCRATCH / "cubin-cache")
 os.environ["GEMMLAB_CACHE_DIR"] = os.environ[_SHARED_CACHE]
@@ -36,15 +40,35 @@ for _var in ("GEMMLAB_KERNELS", "GEMMLAB_HISTORY", "GEMMLAB_TUNING", "GEMMLAB_GP
     os.environ.pop(_var, None)
 
 
-def switched_on(value: str | None) -> bool:
-    """An environment variable that is a switch: on unless unset, empty, 0, false or no."""
-    return (value or "").strip().lower() not in ("", "0", "false", "no")
-
-
 REQUIRE_GPU = switched_on(os.environ.get("GEMMLAB_REQUIRE_GPU"))
 
 
+def _start_prefetch(config) -> None:
+    """The controller of a pytest-xdist run (which collects nothing and runs no test) starts
+    tests/prefetch.py: compiles and disassemblies the tests will ask for, done in CPU time the workers
+    leave idle."""
+    if (config.pluginmanager.hasplugin("dsession") and switched_on(os.environ.get("GEMMLAB_TESTS_PREFETCH", "1"))
+            and _runs_test_compile(config)):
+        config._gemmlab_prefetch = subprocess.Popen([sys.executable, str(Path(__file__).parent / "prefetch.py")],
+                                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                    stderr=subprocess.DEVNULL)
+
+
+def _runs_test_compile(config) -> bool:
+    """Whether the run takes in tests/test_compile.py (its directory, the file, or a test of it), and no
+    -m or -k picks among the tests (the device runs' -m gpu, say)."""
+    if config.option.markexpr or config.option.keyword:
+        return False
+    here = Path(__file__).parent / "test_compile.py"
+    args = [a.split("::")[0] for a in config.args] or [str(config.rootpath / p) for p in config.getini("testpaths")]
+    return any(here == p or p in here.parents for p in (Path(config.invocation_params.dir, a).resolve() for a in args))
+
+
 def pytest_unconfigure(config):
+    prefetch = getattr(config, "_gemmlab_prefetch", None)
+    if prefetch is not None:
+        prefetch.kill()
+        prefetch.wait()
     shutil.rmtree(_SCRATCH, ignore_errors=True)
 
 
@@ -70,31 +94,35 @@ def gpu_available() -> bool:
 def pytest_sessionstart(session):
     if REQUIRE_GPU and (why := gpu_probe()) is not None:
         pytest.exit(f"GEMMLAB_REQUIRE_GPU is set, but there is no GPU to test on: {why}", returncode=1)
+    _start_prefetch(session.config)
+
+
+# The order a pytest-xdist run hands the tests out in, from the front of the list. First those that
+# mostly wait, for a worker process to time out or hang, a notebook's kernel, a pytest or a pip inside the
+# test, the longest first: the CPU time they leave idle goes to tests/prefetch.py early, and the run does
+# not end on one of them with the other worker done. test_compile last, whose compiles and SASS prefetch
+# does ahead. Everything else in between, in file order; the tests of a file keep their order. (In one
+# process, -n 0 as tests/mutation.sh runs them, the order stays pytest's.)
+FIRST = ("test_notebook.py", "test_worker.py", "test_dist_job.py", "test_templates.py::test_a_regular_install_ships_the_kernels",
+         "test_suites.py", "test_jobs.py", "test_gpus.py", "test_isolated.py", "test_isolation.py")
+LAST = ("test_compile.py",)
+
+
+def _turn(item) -> tuple:
+    test = item.nodeid.rsplit("/", 1)[-1]
+    first = [i for i, name in enumerate(FIRST) if test == name or test.startswith(name + "::")]
+    return (0, first[0]) if first else (2,) if test.split("::")[0] in LAST else (1,)
 
 
 def pytest_collection_modifyitems(config, items):
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: they all sort alike, so they agree
+        items.sort(key=_turn)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with its driver (GEMMLAB_REQUIRE_GPU=1 fails instead of skipping)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-def sass(compiled) -> str:
-    """gemmlab.compile.sass, once per cubin for the whole run: nvdisasm takes 0.6 s of CPU to start, and
-    test_compile and test_tensor read the SASS of some cubins in several tests. The text is kept beside
-    the run's compile cache, so the pytest-xdist workers share it too (the key names the source, the
-    options and NVRTC: the cubin)."""
-    from gemmlab.compile import sass as disassemble
-    from gemmlab.files import write_atomic
-    path = Path(os.environ[_SHARED_CACHE]).parent / "sass" / f"{compiled.key}.txt"
-    if path.exists():
-        return path.read_text()
-    text = disassemble(compiled)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text.encode())
-    return text
 
 
 @pytest.fixture(scope="session")

@@ -22,10 +22,15 @@ configurations) are compiled whole."""
 import itertools
 import os
 
-from conftest import switched_on
-
 ENUMERATE = 6  # up to this many valid configurations, all of them (naive, coalesced, tiled: 0.1 s a compile;
 # regblock's 21, vectorized's and bankfree's 8 took 15 s of CPU, their combinations no riskier than the others')
+
+
+def switched_on(value: str | None) -> bool:
+    """An environment variable that is a switch: on unless unset, empty, 0, false or no."""
+    return (value or "").strip().lower() not in ("", "0", "false", "no")
+
+
 FULL = switched_on(os.environ.get("GEMMLAB_TESTS_FULL"))
 
 
