@@ -15,7 +15,8 @@ import click
 from rich.markup import escape
 
 from .. import api
-from ..cli.common import dtype_option, names_list, overrides, param_options, shape_options, show_options
+from ..cli.common import (dtype_option, gpus_option, names_list, overrides, param_options, shape_options,
+                          show_options)
 from ..errors import GemmlabError
 from .cells import NO_GPU, Cell, _session, gpu_missing, write_cell
 from .display import Rich, _display, _error, _plot_argv, _say, _show_plot, code
@@ -46,6 +47,7 @@ def run_command(**kw):
 @click.option("--fresh", is_flag=True, help="Measure again what the history already has for this GPU and shape.")
 @click.option("--plot", "plot_path", is_flag=False, flag_value="", default=None, metavar="[FILE]",
               help="Draw GFLOP/s per configuration in the cell (and into FILE if given).")
+@gpus_option
 @_kernels_dir
 def sweep_command(**kw):
     """Time the cell's kernel over a grid of parameters, fastest first."""
@@ -181,7 +183,8 @@ def _sweep(cell: Cell, p: dict):
         Path(tempfile.mkdtemp(prefix="gemmlab-plot-")) / "sweep.png"
     if not _gpu_or_build(cell, p, {}, dirs):
         return None
-    rs = api.sweep(cell.name, list(p["specs"]), fresh=p["fresh"], jobs=p["jobs_"], kernels_dirs=dirs, **_measure_args(p))
+    rs = api.sweep(cell.name, list(p["specs"]), fresh=p["fresh"], jobs=p["jobs_"], kernels_dirs=dirs, gpus=p["gpus"],
+                   **_measure_args(p))
     out = _emit(rs, p, cell)
     if plot and not rs.interrupted:
         from ..present.plots import sweep_plot
