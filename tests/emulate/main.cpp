@@ -17,7 +17,8 @@ void fiber_main()
     kernel_call(kernel_args);
     current->done = true;
     progress = true;
-}  // and on to uc_link: the scheduler
+    _longjmp(scheduler_at, 1);  // back to the scheduler for good
+}
 
 // Every block of the grid, one after another; each block one fiber per CUDA thread, run in turns in
 // thread order until all of them have ended (shim.h). A block whose live threads all wait at barriers
@@ -50,11 +51,11 @@ void run_grid(dim3 grid, dim3 block, Kernel kernel)
                 for (unsigned t = 0; t < T; ++t) {
                     Fiber& f = fibers[t];
                     f.tid = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-                    f.done = false;
+                    f.started = f.done = false;
                     getcontext(&f.ctx);
                     f.ctx.uc_stack.ss_sp = stacks[t];
                     f.ctx.uc_stack.ss_size = STACK;
-                    f.ctx.uc_link = &scheduler;
+                    f.ctx.uc_link = nullptr;  // fiber_main never returns: it jumps back to the scheduler
                     makecontext(&f.ctx, fiber_main, 0);
                 }
                 for (unsigned live = T; live;) {
@@ -64,7 +65,12 @@ void run_grid(dim3 grid, dim3 block, Kernel kernel)
                         if (!fibers[t].done) {
                             current = &fibers[t];
                             threadIdx = current->tid;
-                            swapcontext(&scheduler, &current->ctx);
+                            if (!_setjmp(scheduler_at)) {
+                                if (current->started)
+                                    _longjmp(current->at, 1);
+                                current->started = true;
+                                setcontext(&current->ctx);
+                            }
                             live += !current->done;
                         }
                     if (live && !progress) {

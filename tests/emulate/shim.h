@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <setjmp.h>
 #include <ucontext.h>
 
 #define NAN __builtin_nanf("")
@@ -32,12 +33,18 @@ dim3 threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's 
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
-// The fibers of the block that runs (run_grid in main.cpp), and the scheduler's context they yield to.
-struct Fiber { ucontext_t ctx; dim3 tid; bool done; };
+// The fibers of the block that runs (run_grid in main.cpp), and the scheduler they yield to. A fiber starts
+// on its own stack with setcontext (makecontext made it); every later switch is _setjmp/_longjmp, which
+// keep no signal mask: swapcontext's two sigprocmask calls a switch were a third of the emulated tests' time.
+struct Fiber { ucontext_t ctx; jmp_buf at; dim3 tid; bool started, done; };
 Fiber* current;
-ucontext_t scheduler;
+jmp_buf scheduler_at;
 bool progress;  // a fiber arrived at a barrier or ended since the scheduler last looked
-inline void yield_now() { swapcontext(&current->ctx, &scheduler); }
+inline void yield_now()
+{
+    if (!_setjmp(current->at))
+        _longjmp(scheduler_at, 1);
+}
 
 // A barrier of `expected` fibers: the last to arrive opens it and goes on; the others yield until it opens.
 struct Barrier {
