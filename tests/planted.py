@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gemmlab.templates import name_of
+from sampling import FULL
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,6 +76,11 @@ PLANTS = [
           "        C[row * N + col] = __uint_as_float(__float_as_uint(acc) & 0xFFFF0000u);  // planted: bf16 C\n}",
           "truncates C to bf16 precision"),
 ]
+
+# What test_planted compiles on the CPU: each plant in its first input type (the planted line is the same
+# text in each, and mma's other types cost 4 s of CPU a run); the GPU test builds every one in every type,
+# as GEMMLAB_TESTS_FULL=1 does on the CPU too.
+COMPILED = [(p, d) for p in PLANTS for d in (p.dtypes if FULL else p.dtypes[:1])]
 
 
 def write(directory: Path) -> list[Plant]:

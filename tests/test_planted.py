@@ -7,14 +7,10 @@ import pytest
 import gemmlab
 from gemmlab.gpu.problem import Problem
 from gemmlab.results.model import Shape
-from planted import PLANTS, write
-from sampling import FULL
+from planted import COMPILED, PLANTS, write
 
 CASES = [(p, d) for p in PLANTS for d in p.dtypes]
 IDS = [f"{p.name}-{d}" for p, d in CASES]
-# On the CPU each plant compiles in its first input type: the planted line is the same text in each, and
-# mma's other types cost 4 s of CPU a run; the GPU test below builds every one, as GEMMLAB_TESTS_FULL=1 does here.
-COMPILED = CASES if FULL else [(p, p.dtypes[0]) for p in PLANTS]
 SHAPE = (1001, 1000, 1003)  # odd M for the last row of tiles, K % 32 != 0 for the K tail
 
 
