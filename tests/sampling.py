@@ -15,8 +15,8 @@ switch), which pick code paths. A numeric value between two edges takes the code
 larger ones (SPLIT_K 8 is SPLIT_K 64's, STAGES 3 is STAGES 4's) with other constants, and the edges
 hold the largest and the smallest tiles it can meet; a lone middle value (a tail of SPLIT_K's) cost a
 compile a round. The GPU run compiles every value (test_gpu.py: Variant.sample, with test_compile's
-checks), and GEMMLAB_TESTS_FULL=1 makes this sample take every value too, as it did before (113
-compiles on the CPU, where the edges take 79). The smallest spaces (at most ENUMERATE valid
+checks), and GEMMLAB_TESTS_FULL=1 makes this sample take every value too, as it did before (128
+compiles on the CPU, where the edges take 83). The smallest spaces (at most ENUMERATE valid
 configurations) are compiled whole."""
 
 import itertools
