@@ -164,6 +164,8 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
         params = {"DTYPE": Param("DTYPE", dtypes[0], dtypes, "input type (--dtype); C is always fp32")} | params
 
     def checks(items, where):
+        if not isinstance(items, list):
+            raise _fail(path, f"{where} must be a list of tables ([[{where}]]), each with a 'check' and a 'why'")
         out = []
         for i, c in enumerate(items):
             if not isinstance(c, dict) or not isinstance(c.get("check"), str) or not isinstance(c.get("why"), str):
