@@ -194,7 +194,8 @@ def gpus_option(f):
 
 def dtype_option(f):
     return click.option("--dtype", type=click.Choice(DTYPES),
-                        help="Input type: fp32 (CUDA cores), or tf32, fp16, bf16 (tensor cores; C is fp32). "
+                        help="Input type: fp32 (CUDA cores), or tf32, fp16, bf16, e4m3, e5m2 (tensor cores; C is "
+                             "fp32; FP8 with scales: -p SCALE=tensor|row|block). "
                              "Default: the variant's first type (compare: the first named variant's, "
                              "else fp32).")(f)
 

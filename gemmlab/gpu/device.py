@@ -23,7 +23,7 @@ FP32_LANES_PER_SM = {
 # (NVIDIA's A100 and H100 whitepapers: an H100 SM does 1024 FP16 FMAs per clock, twice A100's).
 TENSOR_FLOPS_PER_SM = {
     (8, 0): {"tf32": 1024, "fp16": 2048, "bf16": 2048},
-    (9, 0): {"tf32": 2048, "fp16": 4096, "bf16": 4096},
+    (9, 0): {"tf32": 2048, "fp16": 4096, "bf16": 4096, "e4m3": 8192, "e5m2": 8192},
 }
 
 

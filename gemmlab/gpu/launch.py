@@ -21,7 +21,10 @@ from ..results.check import ALPHA, BETA
 from .driver import bindings, cuda
 
 CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cublasGemmEx FP16",
-                 "bf16": "cublasGemmEx BF16"}
+                 "bf16": "cublasGemmEx BF16",
+                 # cublasGemmEx has no FP8: cuBLASLt's, through torch (gemmlab/gpu/fp8_refs.py)
+                 "e4m3": "torch._scaled_mm E4M3 (cuBLASLt), per-tensor scales",
+                 "e5m2": "torch._scaled_mm E5M2 (cuBLASLt), per-tensor scales"}
 _ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)  # alpha and beta for cuBLAS (host pointers)
 
 
@@ -78,7 +81,10 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
              # has it) on the way into shared memory, so that the tensor cores read rounded operands and the
              # zeroed low bits stop toggling (H100: 1.62 -> 1.65 GHz under the power cap, 3% faster;
              # docs/journal.md, "TF32: wgmma_tf32")
-             "tf32": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_TFLOAT32}
+             "tf32": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
+             # FP8: bytes to the copy engine
+             "e4m3": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+             "e5m2": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8}
     if dtype not in kinds:
         raise GemmlabError(f"gemmlab makes TMA tensor maps for {', '.join(kinds)}, not {dtype}")
     rows, cols = array.shape
@@ -130,9 +136,10 @@ class Prepared:
     order: object = None    # the GPC order's table, if the plan asks for one
     dtype: str = "fp32"
 
-    def bind(self, A, B, C, bias=None) -> Callable[[], None]:
+    def bind(self, A, B, C, bias=None, Bt=None, scale_a=None, scale_b=None) -> Callable[[], None]:
         """The launch of C = A @ B (and the template's epilogue) on these arrays, with the arguments its
-        template lists (templates.ARGUMENTS) made now: tensor maps are encoded once, not per launch."""
+        template lists (templates.ARGUMENTS) made now: tensor maps are encoded once, not per launch.
+        FP8 kernels also take B^T (N x K, for a K-major B) and the scales of A and B (results/fp8.py)."""
         geo, (M, K), N = self.plan, A.shape, B.shape[1]
         dims = (np.int32(M), np.int32(N), np.int32(K))
         boxes = dict(geo.tma)
@@ -140,6 +147,8 @@ class Prepared:
                    "K": lambda: dims[2], "workspace": lambda: self.workspace, "gpc_order": lambda: self.order,
                    "tma.A": lambda: tensor_map(A, boxes["A"], self.dtype),
                    "tma.B": lambda: tensor_map(B, boxes["B"], self.dtype),
+                   "tma.Bt": lambda: tensor_map(Bt, boxes["Bt"], self.dtype),
+                   "scale.A": lambda: scale_a, "scale.B": lambda: scale_b,
                    "alpha": lambda: np.float32(ALPHA), "beta": lambda: np.float32(BETA), "bias": lambda: bias}
         args = tuple(provide[name]() for name in geo.args)
         function, reduce, workspace = self.function, self.reduce, self.workspace

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import GemmlabError
 from ..results import check as checking
+from ..results import fp8
 from ..results.check import Check
 from ..results.model import Result, Shape
 from .bench import bench
@@ -72,7 +73,7 @@ def c_tile(params: dict) -> tuple[int, int]:
 # of its inputs takes NaN into C, which the check reports; finite bytes there, times the zeros that pad a
 # tile, would give the right C and hide the read.
 FENCE = 128
-NAN_BITS = {"bf16": 0x7FC0}  # cupy has no bfloat16: its inputs are the bits, and this is a quiet NaN's
+NAN_BITS = {"bf16": 0x7FC0, "e4m3": 0x7F, "e5m2": 0x7F}  # cupy has no bfloat16 or FP8: their inputs are the bits
 
 
 def fenced(xp, x, dtype: str):
@@ -88,8 +89,9 @@ class Inputs:
     """One set of inputs on the GPU, in the kernels' type, with pristine copies to guard them, and what C
     must be: the reference and each element's bound (gemmlab/results/check.py)."""
 
-    def __init__(self, xp, shape: Shape, dtype: str, seed: int, kind: InputSet, fp64: bool):
-        """`xp`: cupy, or numpy in the CPU tests."""
+    def __init__(self, xp, shape: Shape, dtype: str, seed: int, kind: InputSet, fp64: bool, scale: str | None = None):
+        """`xp`: cupy, or numpy in the CPU tests. `scale`: the scaling mode of FP8 inputs (results/fp8.py;
+        default tensor)."""
         M, N, K = shape.M, shape.N, shape.K
         # Integers in [-4, 4]: every partial sum (and alpha_beta's 1.5x of it) fits FP32's 24 bits while
         # 24 K < 2^22, so C is exact in any order; past that K the bound applies to them as to the others.
@@ -102,7 +104,19 @@ class Inputs:
             return rng.standard_normal(dims, dtype=xp.float32) * xp.float32(kind.scale)
 
         A, B = make(M, K), make(K, N)
-        if dtype == "fp16":
+        self.scale = self.scale_a = self.scale_b = self.Bt = None
+        if dtype in fp8.FORMATS:
+            # FP8 codes and their scales; the reference multiplies the dequantised values (code x scale).
+            # FP8 wgmma reads B only K-major: B^T (N x K) is made here, once, outside any timing.
+            self.scale = scale or fp8.SCALE_MODES[0]
+            qa = fp8.quantise(xp, A, "A", dtype, self.scale, exact=self.exact or kind.scale is None)
+            qb = fp8.quantise(xp, B, "B", dtype, self.scale, exact=self.exact or kind.scale is None)
+            self.A, self.B = qa.codes, qb.codes
+            self.scale_a, self.scale_b = fenced(xp, qa.scales, "fp32"), fenced(xp, qb.scales, "fp32")
+            self.Bt = fenced(xp, xp.ascontiguousarray(qb.codes.T), dtype)
+            A, B = qa.values, qb.values
+            del qa, qb
+        elif dtype == "fp16":
             self.A, self.B = A.astype(xp.float16), B.astype(xp.float16)
             A, B = self.A.astype(xp.float32), self.B.astype(xp.float32)  # exactly the rounded inputs
         elif dtype == "bf16":
@@ -120,6 +134,8 @@ class Inputs:
         self.bound = checking.bound(xp, self.ref, l2, K, dtype, self.exact)
         del A, B, l2
         self.pristine = {"A": self.A.copy(), "B": self.B.copy(), "bias": self.bias.copy()}
+        if self.Bt is not None:
+            self.pristine |= {"Bt": self.Bt.copy(), "scale_a": self.scale_a.copy(), "scale_b": self.scale_b.copy()}
 
     @property
     def C0(self):
@@ -165,24 +181,34 @@ class Problem:
                                    f"{self.device.name} has {free / 2**30:.1f} GiB free",
                                    hint="choose a smaller --size or -M/-N/-K")
         self.ref_name = "float64" if fp64_check else ("cupy.matmul" if dtype == "fp32"
-                                                      else f"cupy.matmul fp32 of the {dtype} inputs")
+                                                      else f"cupy.matmul fp32 of the {dtype} inputs"
+                                                      + (" (dequantised)" if dtype in fp8.FORMATS else ""))
         self.main = self._inputs(INPUT_SETS[0])
+        self._mains = {self.main.scale: self.main}  # FP8: the timed set of each scaling mode, made when first run
         self.C = cupy.empty((shape.M, shape.N), dtype=cupy.float32)
         synchronize(cupy)
         self.A, self.B, self.ref = self.main.A, self.main.B, self.main.ref
 
-    def _inputs(self, kind: InputSet) -> Inputs:
+    def _inputs(self, kind: InputSet, scale: str | None = None) -> Inputs:
         try:
-            return Inputs(self.cupy, self.shape, self.dtype, self.seed, kind, self.fp64)
+            return Inputs(self.cupy, self.shape, self.dtype, self.seed, kind, self.fp64, scale)
         except MemoryError:  # cupy's OutOfMemoryError is one
             raise GemmlabError(f"out of GPU memory making the {kind.name} inputs of shape {self.shape}",
                                hint="choose a smaller --size or -M/-N/-K") from None
 
-    def input_sets(self):
+    def timed_set(self, scale: str | None = None) -> Inputs:
+        """The timed inputs; for FP8, those of scaling mode `scale` (the same values, quantised its way)."""
+        if scale is None or self.dtype not in fp8.FORMATS:
+            return self.main
+        if scale not in self._mains:
+            self._mains[scale] = self._inputs(INPUT_SETS[0], scale)
+        return self._mains[scale]
+
+    def input_sets(self, scale: str | None = None):
         """Every set of inputs, the timed one first; the others are made one at a time and dropped after."""
-        yield self.main
+        yield self.timed_set(scale)
         for kind in INPUT_SETS[1:]:
-            yield self._inputs(kind)
+            yield self._inputs(kind, scale)
 
     def verify(self, launch_on, tile: tuple[int, int] = (32, 32), epilogue: str | None = None,
                sets=None) -> Check:
@@ -234,13 +260,14 @@ class Problem:
         """The table of a GPC order for this GPU (gemmlab/gpu/launch.py's gpc_order)."""
         return gpc_order(function, geo, self.device.sms)
 
-    def _timed(self, r: Result, launch, tile, epilogue, min_reps: int, phase) -> None:
+    def _timed(self, r: Result, launch, tile, epilogue, min_reps: int, phase, scale: str | None = None) -> None:
         """Time `launch` on the timed inputs, then check them again: a kernel that keeps state from one
         launch to the next (split K's counters, kernels/split.j2; stream-K's flags, kernels/stream_k.j2)
         must be right on the last one too, and one that wrote into its inputs while timed is caught."""
         r.timing = bench(launch, min_reps=min_reps, phase=phase)
-        clobbered = self.main.guard(self.cupy)
-        again = self.verify(lambda inputs: launch, tile, epilogue, sets=[self.main])
+        main = self.timed_set(scale)
+        clobbered = main.guard(self.cupy)
+        again = self.verify(lambda inputs: launch, tile, epilogue, sets=[main])
         again.clobbered = clobbered + again.clobbered
         if not again.passed:
             r.check, r.timing = again, None
@@ -254,6 +281,18 @@ class Problem:
                 return lambda: cupy.matmul(inputs.A, inputs.B, out=self.C)
             return lambda: cublas_gemm(inputs.A, inputs.B, self.C, self.dtype)
         r = Result("cuBLAS", {}, self.shape, source=CUBLAS_SOURCE[self.dtype], dtype=self.dtype)
+        if self.dtype in fp8.FORMATS:  # cublasGemmEx has no FP8: cuBLASLt's, through torch._scaled_mm
+            from .fp8_refs import scaled_mm
+            launch, why = scaled_mm(self.main, self.C, self.dtype)
+            if launch is None:
+                r.error = why
+                return r
+
+            def on(inputs):  # noqa: F811 (the FP8 form of the launch above)
+                launch, why = scaled_mm(inputs, self.C, self.dtype)
+                if launch is None:
+                    raise GemmlabError(why)
+                return launch
         r.check = self.verify(on)
         if r.check.passed:
             self._timed(r, on(self.main), (32, 32), None, min_reps, None)
@@ -281,7 +320,8 @@ class Problem:
 
         def on(inputs):
             """The launch on one set of inputs, with the arguments the template lists."""
-            return prepared.bind(inputs.A, inputs.B, self.C, bias=inputs.bias)
+            return prepared.bind(inputs.A, inputs.B, self.C, bias=inputs.bias, Bt=inputs.Bt,
+                                 scale_a=inputs.scale_a, scale_b=inputs.scale_b)
 
         try:
             r.blocks_per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
@@ -294,9 +334,10 @@ class Problem:
         try:
             if phase:
                 phase(f"check {variant.name}")
-            r.check = self.verify(on, tile, epilogue)
+            scale = params.get("SCALE") if self.dtype in fp8.FORMATS else None
+            r.check = self.verify(on, tile, epilogue, sets=self.input_sets(scale))
             if r.check.passed and timed:
-                self._timed(r, on(self.main), tile, epilogue, min_reps, phase)
+                self._timed(r, on(self.timed_set(scale)), tile, epilogue, min_reps, phase, scale)
         except cuda_errors as e:
             r.check = r.timing = None
             r.fault, r.error = "CRASHED", f"the kernel failed: {e}"

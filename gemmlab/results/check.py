@@ -48,9 +48,12 @@ import math
 from dataclasses import dataclass, field
 
 U_FP32 = 2.0 ** -24
-U_INPUT = {"fp32": 0.0, "fp16": 0.0, "bf16": 0.0, "tf32": 2.0 ** -10}
+# FP8 (results/fp8.py): the reference multiplies the dequantised inputs, code x scale, each rounded once
+# to FP32, and the kernel multiplies its sums by the scales (their product rounded, then the multiply):
+# two roundings of each input's and of each result's size, as u_in = 2u.
+U_INPUT = {"fp32": 0.0, "fp16": 0.0, "bf16": 0.0, "tf32": 2.0 ** -10, "e4m3": 2.0 ** -23, "e5m2": 2.0 ** -23}
 # K per truncated addition into the accumulator: the tensor cores' block of products (None: rounded FMAs).
-TRUNCATED_K = {"fp32": None, "fp16": 16, "bf16": 16, "tf32": 4}
+TRUNCATED_K = {"fp32": None, "fp16": 16, "bf16": 16, "tf32": 4, "e4m3": 32, "e5m2": 32}
 LAMBDA = 10.0
 ALPHA, BETA = 1.5, -0.75  # alpha_beta's scalars: neither 0 nor 1, so a kernel that ignores one fails
 EPILOGUES = ("none", "alpha_beta", "bias_relu")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import GemmlabError
 from ..results.check import Check
 
-ITEM_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+ITEM_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "e4m3": 1, "e5m2": 1}
 FLUSH_BYTES = 256 << 20  # the L2 flush buffer (gemmlab/gpu/bench.py): larger than any L2 so far (H100: 50 MB)
 INT32_MAX = 2**31 - 1
 

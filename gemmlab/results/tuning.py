@@ -158,7 +158,7 @@ def skinny_rule(shape, sms: int) -> tuple[str, dict, str]:
 
 
 # Rows of A and B that TMA can read start 16-byte aligned: K and N multiples of 16 bytes' elements.
-TMA_ELEMENTS = {"tf32": 4, "fp16": 8, "bf16": 8}
+TMA_ELEMENTS = {"tf32": 4, "fp16": 8, "bf16": 8, "e4m3": 16, "e5m2": 16}
 
 
 def split_k(blocks: int, K: int, step: int, most: int, slots: int) -> int:

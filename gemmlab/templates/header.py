@@ -10,7 +10,7 @@ TOML:
     idea = "one line: what this rung does"
     predict = "optional: what should change against the parent, and by how much"
     predict_x = 1.5                        # optional: that prediction as a speed-up over the parent
-    dtypes = ["fp32"]                      # or several of fp32 tf32 fp16 bf16: then DTYPE is a parameter
+    dtypes = ["fp32"]                      # or several of fp32 tf32 fp16 bf16 e4m3 e5m2: then DTYPE is a parameter
     arch = "sm_90a"                        # optional: the kernel needs this exact target (wgmma)
 
     [params.TILE]
@@ -60,9 +60,11 @@ from .inherit import resolve
 from .sandbox import names_in
 from .variant import ARGUMENTS, LAUNCH_NAMES, Constraint, Param, Variant
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16")
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2")
 # The C type of an input element. TF32 inputs are FP32 arrays: the tensor core reads 19 of their 32 bits.
-C_TYPES = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
+# FP8 inputs are bytes (cuda_fp8.h's types hold one each).
+C_TYPES = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "e4m3": "__nv_fp8_e4m3",
+           "e5m2": "__nv_fp8_e5m2"}
 # The shape's names: constraints hold for every shape, so they may not read what depends on these.
 SHAPE_NAMES = ("M", "N", "K", "SMS")
 
@@ -195,9 +197,9 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
             raise _fail(path, "launch.reduce must be a table with block and grid")
         reduce = {k: tuple(map(str, need(k, list, reduce, "launch.reduce."))) for k in ("block", "grid")}
     tma = launch.get("tma", {})
-    if not isinstance(tma, dict) or set(tma) - {"A", "B"} or not all(
+    if not isinstance(tma, dict) or set(tma) - {"A", "B", "Bt"} or not all(
             isinstance(b, list) and len(b) == 2 for b in tma.values()):
-        raise _fail(path, "launch.tma maps A and/or B to a box: 2 expressions, contiguous dimension first")
+        raise _fail(path, "launch.tma maps A, B and/or Bt (B^T) to a box: 2 expressions, contiguous dimension first")
     tma = {op: tuple(map(str, box)) for op, box in tma.items()}
     gpc_order = launch.get("gpc_order", {})
     if not isinstance(gpc_order, dict) or set(gpc_order) != ({"when", "cluster", "group"} if gpc_order else set()):
@@ -208,7 +210,7 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
     if args is not None:
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise _fail(path, "launch.args must list the kernel's arguments by name")
-        needs = {"workspace": launch.get("workspace"), "tma.A": "A" in tma, "tma.B": "B" in tma,
+        needs = {"workspace": launch.get("workspace"), "tma.A": "A" in tma, "tma.B": "B" in tma, "tma.Bt": "Bt" in tma,
                  "gpc_order": gpc_order}
         for a in args:
             if a not in ARGUMENTS:

@@ -22,10 +22,12 @@ from ..limits import NAMES as LIMIT_NAMES, Limits, limits as device_limits
 from .sandbox import evaluate, names_in
 
 # What a kernel may take, by the names launch.args lists: the matrices (A and B in the input type, C
-# float32), the sizes (int32), launch.workspace bytes of scratch, a TMA tensor map over A or B (128
-# bytes by value), the GPC order's table (gpu/gpc.py), and the epilogue's float alpha and beta and
-# float bias[N].
-ARGUMENTS = ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "gpc_order", "alpha", "beta", "bias")
+# float32), the sizes (int32), launch.workspace bytes of scratch, a TMA tensor map over A, B or B^T
+# (N x K, FP8's K-major B, transposed before any timing; 128 bytes by value), the GPC order's table
+# (gpu/gpc.py), the epilogue's float alpha and beta and float bias[N], and FP8's scales of A and B
+# (const float*, laid out as gemmlab/results/fp8.py's kernel_layout says for the SCALE parameter).
+ARGUMENTS = ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "tma.Bt", "gpc_order", "alpha", "beta",
+             "bias", "scale.A", "scale.B")
 
 # CUDA's hard limits on a launch's shape (all current architectures); the device's limits are in limits.py.
 MAX_BLOCK_DIM = (1024, 1024, 64)
@@ -143,13 +145,14 @@ class Variant:
     def arguments(self, values: Mapping[str, object], geometry: "Geometry") -> tuple[str, ...]:
         """The kernel's arguments by name, in order: launch.args where the header lists them, else
         A B C M N K followed by what this launch asks for (a workspace where it has bytes, the TMA maps,
-        the GPC order's table where launch.gpc_order.when holds) and, for an EPILOGUE parameter, alpha
-        beta bias."""
+        the GPC order's table where launch.gpc_order.when holds), for an EPILOGUE parameter, alpha
+        beta bias, and for a SCALE parameter (FP8's scaling mode), the scales of A and B."""
         if self.args is not None:
             return self.args
         return (("A", "B", "C", "M", "N", "K") + (("workspace",) if geometry.workspace else ())
                 + tuple(f"tma.{op}" for op, _ in geometry.tma) + (("gpc_order",) if geometry.gpc_order else ())
-                + (("alpha", "beta", "bias") if "EPILOGUE" in values else ()))
+                + (("alpha", "beta", "bias") if "EPILOGUE" in values else ())
+                + (("scale.A", "scale.B") if "SCALE" in values else ()))
 
     # -- parameters
 

@@ -1,0 +1,65 @@
+"""The FP8 references: cuBLASLt's FP8 GEMM through torch._scaled_mm and through nvmath-python, on the very
+codes and scales a gemmlab kernel gets (gemmlab/gpu/problem.py's FP8 inputs).
+
+Neither package is a dependency of gemmlab: where one is missing, or refuses a scaling mode, the reference
+is None with a one-line note of why, and its row is left out with that note; never an error.
+
+    launch, note = scaled_mm(inputs, C, dtype)     # per-tensor (inputs.scale "tensor"), row or block
+    launch, note = nvmath_matmul(inputs, C, dtype)  # per-tensor
+    launch()                                        # C (float32, M x N) = the dequantised A @ B
+
+Both take B^T (N x K, row-major), which is B column-major: cuBLASLt's FP8 GEMM on Hopper takes only the
+"TN" layout, as FP8 wgmma does.
+"""
+
+from __future__ import annotations
+
+from .driver import cuda
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if hasattr(torch, "_scaled_mm") and torch.cuda.is_available() else None
+
+
+def scaled_mm(inputs, C, dtype: str, fast_accum: bool = False):
+    """torch._scaled_mm on `inputs` (problem.Inputs of an FP8 dtype) into C. `fast_accum`: cuBLASLt's FP8 fast
+    accumulation (the tensor cores sum all of K, no promotion). (launch, None) or (None, why not)."""
+    torch = _torch()
+    if torch is None:
+        return None, "torch with CUDA is not installed: no torch._scaled_mm row"
+    cupy = cuda()
+    kinds = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+    M, K = inputs.A.shape
+    N = inputs.Bt.shape[0]
+    a = torch.from_dlpack(inputs.A).view(kinds[dtype])
+    b = torch.from_dlpack(inputs.Bt).view(kinds[dtype]).t()  # K x N, column-major
+    sa, sb = torch.from_dlpack(inputs.scale_a), torch.from_dlpack(inputs.scale_b)
+    if inputs.scale == "tensor":
+        sa, sb = sa.reshape(()), sb.reshape(())
+    elif inputs.scale == "row":
+        sa, sb = sa.reshape(M, 1), sb.reshape(1, N)
+    else:  # block: A's [K/128][M] read as M x K/128 (outer dimension first in memory), B's [K/128][N/128]
+        sa, sb = sa.reshape(-1, M).t(), sb.reshape(-1, (N + 127) // 128)
+    out = torch.from_dlpack(C)
+    stream = torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)
+
+    def into_c():  # written straight into C
+        with torch.cuda.stream(stream):
+            torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32, use_fast_accum=fast_accum, out=out)
+
+    def copied():  # (a torch without the out= form: its result copied into C, inside the time)
+        with torch.cuda.stream(stream):
+            out.copy_(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32, use_fast_accum=fast_accum))
+    why = None
+    for launch in (into_c, copied):
+        try:
+            launch()  # a layout, shape or mode it does not take fails here, with its reason
+            stream.synchronize()
+            return launch, None
+        except (RuntimeError, ValueError, TypeError) as e:
+            why = why or str(e).strip().splitlines()[0][:200]
+    return None, f"torch._scaled_mm refused {inputs.scale} scales: {why}"

@@ -1,0 +1,257 @@
+"""FP8: the formats and their rounding, the scales of each mode, the dequantised reference and its bound
+(numpy stands in for cupy), and the FP8 rung's configurations (rendered, compiled, the QGMMA in the SASS);
+on a GPU, the rung on every scaling mode, the rounding against torch's, and torch._scaled_mm's row."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gemmlab.compile import compile_rendered
+from gemmlab.gpu.problem import INPUT_SETS, Inputs, Problem
+from gemmlab.render import render
+from gemmlab.results import check, fp8
+from gemmlab.results.model import Shape
+from gemmlab.templates import discover
+from conftest import sass
+
+FP8 = ["e4m3", "e5m2"]
+
+
+# ---------------------------------------------------------------------------- the formats
+
+@pytest.mark.parametrize("dtype,largest,smallest,top", [("e4m3", 448.0, 2.0 ** -9, 0x7E),
+                                                        ("e5m2", 57344.0, 2.0 ** -16, 0x7B)])
+def test_the_formats_values(dtype, largest, smallest, top):
+    v = fp8.FORMATS[dtype].values()
+    assert v[0] == 0 and v[1] == smallest and v[top] == largest and np.isnan(v[0x7F]) and np.isnan(v[0xFF])
+    assert np.array_equal(v[0x80:0x80 + top + 1], -v[:top + 1])
+    assert np.all(np.diff(v[:top + 1]) > 0)  # codes 0 .. top increase: what encode's binary search needs
+    assert v[0x38 if dtype == "e4m3" else 0x3C] == 1.0
+    if dtype == "e5m2":
+        assert v[0x7C] == np.inf and v[0xFC] == -np.inf
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_every_finite_code_encodes_to_itself(dtype):
+    v = fp8.FORMATS[dtype].values()
+    codes = np.arange(256, dtype=np.uint8)
+    finite = np.isfinite(v)
+    assert np.array_equal(fp8.encode(np, v[finite], dtype), codes[finite])
+    assert np.array_equal(fp8.decode(np, codes[finite], dtype), v[finite])
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_encode_rounds_to_nearest_even_and_saturates(dtype):
+    f = fp8.FORMATS[dtype]
+    v = f.values()[:f.top_code + 1].astype(np.float64)
+    mid = (v[:-1] + v[1:]) / 2  # exactly between codes c and c + 1: to the even one
+    got = fp8.encode(np, mid.astype(np.float32), dtype)
+    c = np.arange(len(mid))
+    assert np.array_equal(got, np.where(c % 2 == 0, c, c + 1))
+    # just off the midpoint: to the nearer one
+    nudge = np.diff(v) * 0.01
+    assert np.array_equal(fp8.encode(np, (mid - nudge).astype(np.float32), dtype), c)
+    assert np.array_equal(fp8.encode(np, (mid + nudge).astype(np.float32), dtype), c + 1)
+    # against a brute-force nearest on random values, signs too
+    x = np.random.default_rng(1).standard_normal(20000).astype(np.float32) * np.float32(f.largest / 8)
+    codes = fp8.encode(np, x, dtype)
+    err = np.abs(fp8.decode(np, codes, dtype).astype(np.float64) - x)
+    best = np.abs(np.abs(x)[:, None].astype(np.float64) - v[None, :]).min(axis=1)
+    assert np.array_equal(err, best)
+    # past the largest value: the largest, not infinity or NaN; NaN stays NaN
+    big = fp8.encode(np, np.array([1e30, -1e30, f.largest * 1.01, np.nan], np.float32), dtype)
+    assert big.tolist() == [f.top_code, 0x80 | f.top_code, f.top_code, 0x7F]
+
+
+# ---------------------------------------------------------------------------- scales and quantisation
+
+def test_scales_per_mode_against_numpy():
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((70, 300), dtype=np.float32), rng.standard_normal((300, 200), dtype=np.float32)
+    q = fp8.quantise(np, A, "A", "e4m3", "tensor")
+    assert q.scales.shape == (1,) and q.scales[0] == np.float32(np.abs(A).max() / 448)
+    q = fp8.quantise(np, B, "B", "e4m3", "row")
+    assert np.array_equal(q.scales, (np.abs(B).max(axis=0) / np.float32(448)).astype(np.float32))
+    q = fp8.quantise(np, A, "A", "e4m3", "block")  # [K/128][M]: 3 K blocks, the last 44 wide
+    assert q.scales.shape == (3, 70)
+    assert q.scales[2, 5] == np.float32(np.abs(A[5, 256:]).max() / 448)
+    assert q.scales[0, 69] == np.float32(np.abs(A[69, :128]).max() / 448)
+    q = fp8.quantise(np, B, "B", "e5m2", "block")  # [K/128][N/128]
+    assert q.scales.shape == (3, 2) and q.scales[1, 1] == np.float32(np.abs(B[128:256, 128:]).max() / 57344)
+
+
+@pytest.mark.parametrize("dtype", FP8)
+@pytest.mark.parametrize("mode", fp8.SCALE_MODES)
+def test_quantised_values_are_codes_times_scales(dtype, mode):
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((40, 260), dtype=np.float32) * np.float32(3)
+    q = fp8.quantise(np, A, "A", dtype, mode)
+    groups = q.scales.T if mode == "block" else q.scales.reshape(-1, 1)  # as group_amax lays them out
+    full = fp8.expand(np, groups, A.shape, "A", mode)
+    assert np.array_equal(q.values, fp8.decode(np, q.codes, dtype) * full)
+    # each group's largest |x| lands on (or within rounding of) the format's largest value
+    assert np.abs(fp8.decode(np, q.codes, dtype)).max() == fp8.FORMATS[dtype].largest
+    rel = np.abs(q.values - A) / np.abs(A).max()
+    assert rel.max() < 2.0 ** -(fp8.FORMATS[dtype].man_bits + 1) * 1.01  # half a unit in the last place
+
+
+def test_small_integers_stay_exact_with_power_of_two_scales():
+    x = np.arange(-4, 5, dtype=np.float32).reshape(1, 9).repeat(3, axis=0)
+    for dtype in FP8:
+        q = fp8.quantise(np, x, "A", dtype, "row", exact=True)
+        assert np.array_equal(q.values, x) and np.all(np.log2(q.scales) == np.round(np.log2(q.scales)))
+    # with amax / largest as the scale, 3 x 448 / 4 = 336 is no e4m3 value: why the exact set rounds its scales
+    q = fp8.quantise(np, x, "A", "e4m3", "tensor")
+    assert not np.array_equal(q.values, x)
+
+
+# ---------------------------------------------------------------------------- the reference and the check
+
+@pytest.mark.parametrize("mode", fp8.SCALE_MODES)
+def test_fp8_inputs_reference_is_the_dequantised_product(mode):
+    p = Problem(Shape(70, 136, 300), seed=2, dtype="e4m3", xp=np)
+    for inputs in p.input_sets(mode):
+        assert inputs.A.dtype == np.uint8 and inputs.Bt.shape == (136, 300) and inputs.scale == mode
+        assert np.array_equal(inputs.Bt, inputs.B.T)
+        a = fp8.decode(np, inputs.A, "e4m3")
+        b = fp8.decode(np, inputs.B, "e4m3")
+        sa, sb = inputs.scale_a, inputs.scale_b
+        if mode == "tensor":
+            A, B = a * sa[0], b * sb[0]
+        elif mode == "row":
+            A, B = a * sa[:, None], b * sb[None, :]
+        else:
+            A = a * np.repeat(sa.T, 128, axis=1)[:, :300]
+            B = b * np.repeat(np.repeat(sb, 128, axis=0), 128, axis=1)[:300, :136]
+        assert np.array_equal(inputs.ref, A @ B) or np.allclose(inputs.ref, A @ B, rtol=1e-6, atol=1e-6)
+        assert inputs.exact == (inputs.kind.scale is None)
+    # the scales are fenced with NaN, as A and B are
+    buf = inputs.scale_a.base if inputs.scale_a.base is not None else inputs.scale_a
+    assert np.isnan(buf.reshape(-1)[:128]).all()
+
+
+def kernel_fp8(p, scale_mode, how):
+    """launch_on for Problem.verify: C from the codes and scales as a kernel would compute it: `how` is
+    "right" (the codes' product in float64, scaled), or one of the mistakes a kernel can make."""
+    def on(inputs):
+        def launch():
+            a = fp8.decode(np, inputs.A, p.dtype).astype(np.float64)
+            b = fp8.decode(np, inputs.Bt, p.dtype).astype(np.float64).T
+            sa, sb = inputs.scale_a.astype(np.float64), inputs.scale_b.astype(np.float64)
+            M, K = a.shape
+            if scale_mode == "tensor":
+                c = (a @ b) * (sa[0] if how != "no scale b" else 1) * (sb[0] if how != "no scale b" else 1)
+            elif scale_mode == "row":
+                c = (a @ b) * sa[:, None] * (sb[None, :] if how != "no scale b" else 1)
+            else:
+                c = np.zeros((M, b.shape[1]))
+                for kb in range(sa.shape[0]):
+                    k = slice(kb * 128, (kb + 1) * 128)
+                    sbk = np.repeat(sb[kb if how != "stale block" else 0], 128)[:b.shape[1]]
+                    c += (a[:, k] @ b[k, :]) * sa[kb][:, None] * sbk[None, :]
+            p.C[...] = c.astype(np.float32)
+        return launch
+    return on
+
+
+@pytest.mark.parametrize("dtype", FP8)
+@pytest.mark.parametrize("mode", fp8.SCALE_MODES)
+def test_right_scaling_passes_and_wrong_scaling_fails(dtype, mode):
+    p = Problem(Shape(130, 264, 520), seed=7, dtype=dtype, xp=np)
+    c = p.verify(kernel_fp8(p, mode, "right"), sets=list(p.input_sets(mode)))
+    assert c.passed, c.summary()
+    wrong = "stale block" if mode == "block" else "no scale b"
+    c = p.verify(kernel_fp8(p, mode, wrong), sets=list(p.input_sets(mode)))
+    assert not c.passed and c.bad > 0
+
+
+def test_the_bound_of_fp8_is_fp32_accumulation_and_the_scalings_roundings():
+    ref, l2 = np.array([[2.0]]), np.array([[1.0]])
+    K, u = 4096, 2.0 ** -24
+    got = float(check.bound(np, ref, l2, K, "e4m3")[0, 0])
+    want = 10 * ((math.sqrt(K) + K / 32 / math.sqrt(3)) * u + 2 * u) * 1.0 + 2 * (2 * u) * 2.0
+    assert got == pytest.approx(want)
+    # the exact set allows nothing
+    assert float(check.bound(np, ref, l2, K, "e4m3", exact=True)[0, 0]) == 0
+
+
+# ---------------------------------------------------------------------------- the rung, compiled
+
+RUNG = discover().get("wgmma_ws_fp8")
+# Each scaling mode with and without promotion, every tile width each allows, both formats: the
+# configurations whose code differs most (the others vary the ring and the grid, which test_compile's
+# sample covers).
+CONFIGS = [dict(RUNG.defaults(), DTYPE=dt, SCALE=sc, PROMOTE=pr, BN=bn)
+           for dt in FP8 for sc in fp8.SCALE_MODES for pr in (0, 128, 512) for bn in (128, 192, 256)
+           if not RUNG.violations(dict(RUNG.defaults(), DTYPE=dt, SCALE=sc, PROMOTE=pr, BN=bn))]
+
+
+def test_the_rungs_modes_are_all_configured():
+    got = {(p["DTYPE"], p["SCALE"], p["PROMOTE"]) for p in CONFIGS}
+    assert {(d, "block", 128) for d in FP8} <= got and {(d, s, 0) for d in FP8 for s in ("tensor", "row")} <= got
+    assert not any(p["SCALE"] == "block" and p["PROMOTE"] != 128 for p in CONFIGS)  # block scales need promotion
+    assert RUNG.violations(dict(RUNG.defaults(), SCALE="block", PROMOTE=0))
+
+
+@pytest.mark.parametrize("params", CONFIGS, ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-P{p['PROMOTE']}-BN{p['BN']}")
+def test_every_fp8_mode_compiles_to_fp8_wgmma_without_spills(params):
+    c = compile_rendered(render(RUNG, params), "sm_90a")
+    r = c.resources
+    assert r.spills == 0 and r.stack == 0, r
+    assert "wgmma.mma_async instructions are serialized" not in c.log, c.log
+    kind = params["DTYPE"].upper()
+    assert f"QGMMA.64x{params['BN']}x32.F32.{kind}.{kind}" in sass(c)
+
+
+def test_fp8_rung_takes_b_transposed_and_the_scales():
+    g = RUNG.geometry(RUNG.defaults(), 256, 256, 256, 132)
+    assert dict(g.tma) == {"A": (128, 128), "Bt": (128, 64)}
+    assert RUNG.arguments(RUNG.defaults(), g)[-4:] == ("tma.A", "tma.Bt", "scale.A", "scale.B")
+    from gemmlab import GemmlabError
+    with pytest.raises(GemmlabError, match="K .* must be a multiple of 16"):
+        RUNG.geometry(RUNG.defaults(), 256, 256, 264, 132)
+
+
+# ---------------------------------------------------------------------------- on a GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FP8)
+def test_encode_agrees_with_torchs_rounding(dtype):
+    torch = pytest.importorskip("torch")
+    import cupy
+    x = cupy.random.default_rng(5).standard_normal(1 << 16, dtype=cupy.float32) * cupy.float32(100)
+    kind = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[dtype]
+    largest = fp8.FORMATS[dtype].largest
+    x = cupy.clip(x, -largest, largest)
+    theirs = torch.from_dlpack(x).to(kind).view(torch.uint8)
+    assert cupy.array_equal(fp8.encode(cupy, x, dtype), cupy.from_dlpack(theirs))
+
+
+FP8_SHAPES = [(1, 16, 16), (300, 264, 528), (1001, 1000, 1008), (4096, 4096, 4096)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", FP8_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("mode", fp8.SCALE_MODES)
+@pytest.mark.parametrize("dtype", FP8)
+def test_the_rung_on_every_scaling_mode(dtype, mode, shape):
+    import gemmlab
+    params = RUNG.resolve({"DTYPE": dtype, "SCALE": mode})
+    r = Problem(Shape(*shape), dtype=dtype).run(gemmlab.build(RUNG, params), timed=False)
+    assert r.status == "PASS", (r.error, r.check and r.check.summary())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", fp8.SCALE_MODES)
+def test_torch_scaled_mm_row_passes_or_says_why_not(mode):
+    pytest.importorskip("torch")
+    from gemmlab.gpu.fp8_refs import scaled_mm
+    p = Problem(Shape(512, 384, 640), dtype="e4m3")
+    inputs = p.timed_set(mode)
+    launch, why = scaled_mm(inputs, p.C, "e4m3")
+    if launch is None:
+        assert why and "torch._scaled_mm refused" in why
+        return
+    c = p.verify(lambda i: scaled_mm(i, p.C, "e4m3")[0], sets=list(p.input_sets(mode)))
+    assert c.passed, c.summary()
