@@ -48,6 +48,10 @@ class Kernel:
         return self.variant.dtype(self.params)
 
     @property
+    def out_dtype(self) -> str:
+        return self.variant.out_dtype(self.params)
+
+    @property
     def resources(self):
         return self.compiled.resources
 

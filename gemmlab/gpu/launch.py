@@ -28,10 +28,10 @@ CUBLAS_SOURCE = {"fp32": "cupy.matmul", "tf32": "cublasGemmEx TF32", "fp16": "cu
 _ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)  # alpha and beta for cuBLAS (host pointers)
 
 
-def cublas_gemm(A, B, C, dtype: str) -> None:
-    """C (float32, M x N) = A @ B with cuBLAS, inputs of type `dtype`, FP32 accumulation: cublasGemmEx,
-    since cupy.matmul has no bfloat16 and returns 16-bit C for 16-bit inputs. Row-major C = A B is
-    column-major C^T = B^T A^T, so B goes first."""
+def cublas_gemm(A, B, C, dtype: str, out_dtype: str = "fp32") -> None:
+    """C (M x N, of type `out_dtype`: float32, or 16 bits) = A @ B with cuBLAS, inputs of type `dtype`,
+    FP32 accumulation: cublasGemmEx, since cupy.matmul has no bfloat16 and returns 16-bit C for 16-bit
+    inputs. Row-major C = A B is column-major C^T = B^T A^T, so B goes first."""
     cupy = cuda()
     cublas, rt = cupy.cuda.cublas, cupy.cuda.runtime
     types = {"tf32": rt.CUDA_R_32F, "fp16": rt.CUDA_R_16F, "bf16": rt.CUDA_R_16BF}
@@ -42,7 +42,7 @@ def cublas_gemm(A, B, C, dtype: str) -> None:
     cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
     cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, N, M, K, _ONE.ctypes.data,
                   B.data.ptr, types[dtype], N, A.data.ptr, types[dtype], K, _ZERO.ctypes.data,
-                  C.data.ptr, rt.CUDA_R_32F, N, compute, cublas.CUBLAS_GEMM_DEFAULT)
+                  C.data.ptr, types.get(out_dtype, rt.CUDA_R_32F), N, compute, cublas.CUBLAS_GEMM_DEFAULT)
 
 
 def resident_blocks(kernel, geo, sms: int) -> int:

@@ -73,6 +73,8 @@ def c_tile(params: dict) -> tuple[int, int]:
 # of its inputs takes NaN into C, which the check reports; finite bytes there, times the zeros that pad a
 # tile, would give the right C and hide the read.
 FENCE = 128
+# C's array type for each --out-dtype: bf16 as its bits, as the inputs are.
+C_ARRAY = {"fp32": lambda xp: xp.float32, "bf16": lambda xp: xp.uint16, "fp16": lambda xp: xp.float16}
 NAN_BITS = {"bf16": 0x7FC0, "e4m3": 0x7F, "e5m2": 0x7F}  # cupy has no bfloat16 or FP8: their inputs are the bits
 
 
@@ -89,10 +91,17 @@ class Inputs:
     """One set of inputs on the GPU, in the kernels' type, with pristine copies to guard them, and what C
     must be: the reference and each element's bound (gemmlab/results/check.py)."""
 
-    def __init__(self, xp, shape: Shape, dtype: str, seed: int, kind: InputSet, fp64: bool, scale: str | None = None):
+    def __init__(self, xp, shape: Shape, dtype: str, seed: int, kind: InputSet, fp64: bool, scale: str | None = None,
+                 out: str = "fp32"):
         """`xp`: cupy, or numpy in the CPU tests. `scale`: the scaling mode of FP8 inputs (results/fp8.py;
-        default tensor)."""
+        default tensor). `out`: C's type."""
         M, N, K = shape.M, shape.N, shape.K
+        if out == "fp16" and kind.scale is not None:
+            # An fp16 C ends at 65504: inputs of size s give sums of about s^2 sqrt(K), so a large set is
+            # made smaller, to keep its largest sums (some 6 of those) 16 times inside the range.
+            cap = math.sqrt(checking.FP16_MAX / (16 * 6 * math.sqrt(K)))
+            if kind.scale > cap:
+                kind = InputSet(f"random x{cap:.3g} (fp16 C)", cap, kind.seed_offset)
         # Integers in [-4, 4]: every partial sum (and alpha_beta's 1.5x of it) fits FP32's 24 bits while
         # 24 K < 2^22, so C is exact in any order; past that K the bound applies to them as to the others.
         self.kind, self.exact = kind, kind.scale is None and 24 * K < 2**22
@@ -164,9 +173,13 @@ class Problem:
     accumulation)."""
 
     def __init__(self, shape: Shape, seed: int | None = None, fp64_check: bool = False, dtype: str = "fp32",
-                 xp=None):
+                 xp=None, out_dtype: str = "fp32"):
         """`xp`: the array module, cupy unless a CPU test gives numpy (then there is no device, and only
-        `verify` and the input sets work: launches are whatever the test emulates)."""
+        `verify` and the input sets work: launches are whatever the test emulates). `out_dtype`: C's type,
+        fp32 or a 16-bit one (bf16 as its bits, uint16)."""
+        if out_dtype not in checking.U_OUT or out_dtype not in ("fp32", dtype) and dtype not in fp8.FORMATS:
+            raise GemmlabError(f"C can be fp32 or the inputs' own 16-bit type, not {out_dtype} for {dtype} inputs")
+        self.out_dtype = out_dtype
         self.cupy = cupy = xp or cuda()
         self.device: DeviceInfo | None = get_device() if xp is None else None
         self.shape = shape
@@ -185,13 +198,13 @@ class Problem:
                                                       + (" (dequantised)" if dtype in fp8.FORMATS else ""))
         self.main = self._inputs(INPUT_SETS[0])
         self._mains = {self.main.scale: self.main}  # FP8: the timed set of each scaling mode, made when first run
-        self.C = cupy.empty((shape.M, shape.N), dtype=cupy.float32)
+        self.C = cupy.empty((shape.M, shape.N), dtype=C_ARRAY[out_dtype](cupy))
         synchronize(cupy)
         self.A, self.B, self.ref = self.main.A, self.main.B, self.main.ref
 
     def _inputs(self, kind: InputSet, scale: str | None = None) -> Inputs:
         try:
-            return Inputs(self.cupy, self.shape, self.dtype, self.seed, kind, self.fp64, scale)
+            return Inputs(self.cupy, self.shape, self.dtype, self.seed, kind, self.fp64, scale, self.out_dtype)
         except MemoryError:  # cupy's OutOfMemoryError is one
             raise GemmlabError(f"out of GPU memory making the {kind.name} inputs of shape {self.shape}",
                                hint="choose a smaller --size or -M/-N/-K") from None
@@ -226,17 +239,19 @@ class Problem:
     def _verify(self, launch_on, tile, kind, sets) -> Check:
         cupy, verdict = self.cupy, None
         for inputs in sets:
-            self.C.fill(math.nan)  # poison: elements the kernel does not write stay NaN and fail
-            if kind == "alpha_beta":
-                self.C[...] = inputs.C0  # beta * C reads C: it must hold numbers (the reference knows which)
+            self.C.fill(NAN_BITS.get(self.out_dtype, math.nan))  # poison: elements never written stay NaN and fail
+            C0 = None
+            if kind == "alpha_beta":  # beta * C reads C: it must hold numbers (the reference knows which)
+                C0 = checking.round_out(cupy, inputs.C0, self.out_dtype)  # as a C of this type holds them
+                self.C[...] = to_bf16(C0) if self.out_dtype == "bf16" else C0
             launch_on(inputs)()
             synchronize(cupy)
             try:
-                ref, bnd = checking.epilogue(cupy, kind, inputs.ref, inputs.bound,
-                                             inputs.C0 if kind == "alpha_beta" else None, inputs.bias)
+                ref, bnd = checking.epilogue(cupy, kind, inputs.ref, inputs.bound, C0, inputs.bias)
             except ValueError as e:
                 raise GemmlabError(str(e)) from None
-            c = checking.verdict(cupy, self.C, ref, bnd, self.ref_name, tile, inputs.kind.name)
+            ref, bnd = checking.output(cupy, ref, bnd, self.out_dtype, inputs.exact)
+            c = checking.verdict(cupy, self.c_float(), ref, bnd, self.ref_name, tile, inputs.kind.name)
             del ref, bnd
             c.clobbered = inputs.guard(cupy)
             if verdict is None or not c.passed:
@@ -244,6 +259,12 @@ class Problem:
             if not c.passed:
                 break
         return verdict
+
+    def c_float(self):
+        """C as float32 (a copy, for a 16-bit C; C itself for fp32)."""
+        if self.out_dtype == "bf16":
+            return from_bf16(self.C)
+        return self.C.astype(self.cupy.float32) if self.out_dtype == "fp16" else self.C
 
     def workspace(self, nbytes: int):
         """Scratch memory for kernels that declare it: allocated once per Problem, grown when needed."""
@@ -279,8 +300,9 @@ class Problem:
         def on(inputs):
             if self.dtype == "fp32":
                 return lambda: cupy.matmul(inputs.A, inputs.B, out=self.C)
-            return lambda: cublas_gemm(inputs.A, inputs.B, self.C, self.dtype)
-        r = Result("cuBLAS", {}, self.shape, source=CUBLAS_SOURCE[self.dtype], dtype=self.dtype)
+            return lambda: cublas_gemm(inputs.A, inputs.B, self.C, self.dtype, self.out_dtype)
+        r = Result("cuBLAS", {} if self.out_dtype == "fp32" else {"OUT_DTYPE": self.out_dtype}, self.shape,
+                   source=CUBLAS_SOURCE[self.dtype], dtype=self.dtype)
         if self.dtype in fp8.FORMATS:  # cublasGemmEx has no FP8: cuBLASLt's, through torch._scaled_mm
             from .fp8_refs import scaled_mm
             launch, why = scaled_mm(self.main, self.C, self.dtype)
@@ -305,6 +327,9 @@ class Problem:
         cupy, s, variant, params, compiled = self.cupy, self.shape, kernel.variant, kernel.params, kernel.compiled
         if kernel.dtype != self.dtype:
             raise GemmlabError(f"variant '{variant.name}' with DTYPE={kernel.dtype} cannot run on {self.dtype} inputs")
+        if kernel.out_dtype != self.out_dtype:
+            raise GemmlabError(f"variant '{variant.name}' writes a C of {kernel.out_dtype}, and this run's C is "
+                               f"{self.out_dtype}")
         r = Result(variant.name, dict(params), s, resources=compiled.resources,
                    compile_ms=compiled.compile_ms if not compiled.cached else compiled.lookup_ms,
                    cached=compiled.cached, source=str(variant.path), user=not variant.builtin,

@@ -74,6 +74,36 @@ def bound(xp, ref, l2, K: int, dtype: str, exact: bool = False):
     return b
 
 
+# C's types (--out-dtype): the unit roundoff of rounding an FP32 sum to each, to nearest.
+U_OUT = {"fp32": 0.0, "bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
+FP16_MAX = 65504.0
+
+
+def round_out(xp, x, out: str):
+    """FP32 values rounded to C's type `out`, to nearest even, and back to FP32 (exactly)."""
+    if out == "fp16":
+        return x.astype(xp.float16).astype(xp.float32)
+    if out == "bf16":
+        u = xp.ascontiguousarray(x, dtype=xp.float32).view(xp.uint32)
+        return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(xp.uint32).view(xp.float32)
+    return x
+
+
+def output(xp, ref, bnd, out: str, exact: bool = False):
+    """What a C of type `out` must be, and its bound: the kernel's FP32 sum, within `bnd` of ref, is
+    rounded once as it is stored, which moves it by at most u_out of its size (and fp16, with 10 bits
+    below 2^-14, by half of its smallest step, 2^-25, where it is subnormal). Exact inputs (their sums
+    exact in FP32) must give the reference rounded the same way, bit for bit."""
+    if out == "fp32":
+        return ref, bnd
+    if exact:
+        return round_out(xp, ref, out), bnd
+    extra = U_OUT[out] * (xp.abs(ref) + bnd)
+    if out == "fp16":
+        extra += 2.0 ** -25
+    return ref, bnd + extra
+
+
 def epilogue(xp, kind: str, ref, bnd, C0=None, bias=None):
     """What C must be after a fused epilogue, and its bound: alpha*AB + beta*C0 adds the roundings of
     two products and a sum (2u of each magnitude); relu(AB + bias) the rounding of one sum, and relu

@@ -175,16 +175,16 @@ def split_k(blocks: int, K: int, step: int, most: int, slots: int) -> int:
 MMA_TILES = ((128, 128, 64, 64), (64, 128, 32, 64), (64, 64, 32, 64))
 
 
-def mma_rule(shape, sms: int) -> tuple[str, dict, str]:
+def mma_rule(shape, sms: int, split_ok: bool = True) -> tuple[str, dict, str]:
     """mma for K or N not a multiple of 16 bytes: the largest tile of which there are at least as many as
     SMs, else the smallest, with K split until about 2 blocks an SM (mma's smaller tiles fit several
-    on one)."""
+    on one), unless not `split_ok` (a 16-bit C, which split K's FP32 atomics cannot add into)."""
     M, N, K = shape.M, shape.N, shape.K
     for bm, bn, wm, wn in MMA_TILES:
         tiles = math.ceil(M / bm) * math.ceil(N / bn)
         if tiles >= sms:
             break
-    split = split_k(tiles, K, 32, 64, 2 * sms)
+    split = split_k(tiles, K, 32, 64, 2 * sms) if split_ok else 1
     params = {} if bm == bn == 128 else {"BM": bm, "BN": bn, "WM": wm, "WN": wn}
     if split > 1:
         params["SPLIT_K"] = split
@@ -209,7 +209,8 @@ def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
     return ("gemv", params, f"{M} row(s) of C: a stream of B, {tiles} tile(s) of {bm} x 1024, K in {split} slice(s)")
 
 
-def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024) -> tuple[str, dict, str]:
+def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024,
+                out_dtype: str = "fp32") -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
     N not a multiple of 16 bytes), mma (mma_rule), whose cp.async copies fall back to narrower ones at an
     unaligned row; TF32 otherwise wgmma_tf32. FP16 and BF16 with up to 4 rows of C (decode: a stream of
@@ -217,20 +218,21 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024
     more than half the SMs idle, with 6 stages of copies in flight, and K split until the blocks fill the
     SMs' slots; so do 65 to 128 rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256
     tiles, stream-K over the last wave). The wgmma constants were fit to Llama-3's decode shapes
-    (docs/journal.md, "Any shape, any type"), so that suite does not judge them."""
+    (docs/journal.md, "Any shape, any type"), so that suite does not judge them. A 16-bit C (`out_dtype`)
+    takes neither gemv nor split K, which add partial sums into an FP32 C."""
     M, N, K = shape.M, shape.N, shape.K
-    step = TMA_ELEMENTS[dtype]
+    step, split_ok = TMA_ELEMENTS[dtype], out_dtype == "fp32"
     if K % step or N % step:
-        return mma_rule(shape, sms)
+        return mma_rule(shape, sms, split_ok)
     if dtype == "tf32":
         return "wgmma_tf32", {}, "TMA and wgmma, 256 x 128 tiles"
-    if M <= 4:
+    if M <= 4 and split_ok:
         return gemv_rule(shape, sms)
     bn = 64 if math.ceil(N / 128) < sms / 2 else 128
     if M <= 64 or M <= 128 and bn == 64:
         tiles = math.ceil(M / 64) * math.ceil(N / bn)
         per_sm = smem_per_sm // (6 * (64 + bn) * 128 + 2048)  # wgmma's shared memory, and 1 KB the system keeps
-        split = split_k(tiles, K, 64, 32, per_sm * sms)
+        split = split_k(tiles, K, 64, 32, per_sm * sms) if split_ok else 1
         params = {"BM": 64, "BN": bn, "STAGES": 6}
         if split > 1:
             params["SPLIT_K"] = split
@@ -239,9 +241,10 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024
     return "wgmma_ws", {}, "warp-specialised wgmma, 128 x 256 tiles, stream-K over the last wave"
 
 
-def choose(catalog, device: str, shape, sms: int = 132, dtype: str = "fp32") -> tuple[object, dict, str]:
-    """(variant, params, how it was chosen) for `--variant auto` and this input type."""
-    hit = cached(device, shape, dtype)
+def choose(catalog, device: str, shape, sms: int = 132, dtype: str = "fp32",
+           out_dtype: str = "fp32") -> tuple[object, dict, str]:
+    """(variant, params, how it was chosen) for `--variant auto`, this input type and C's type."""
+    hit = cached(device, shape, dtype) if out_dtype == "fp32" else None  # the cache holds FP32 C's winners
     if hit:
         entry, at = hit
         try:
@@ -249,6 +252,7 @@ def choose(catalog, device: str, shape, sms: int = 132, dtype: str = "fp32") -> 
             return v, v.resolve(v.for_dtype(dtype, entry["params"])), f"tuning cache ({at} on {device})"
         except GemmlabError:
             pass  # the template changed since: fall back on the rule
-    name, overrides, why = rule(shape, sms) if dtype == "fp32" else tensor_rule(shape, dtype, sms)
+    name, overrides, why = (rule(shape, sms) if dtype == "fp32"
+                            else tensor_rule(shape, dtype, sms, out_dtype=out_dtype))
     v = catalog.get(name)
-    return v, v.resolve(v.for_dtype(dtype, overrides)), f"rule: {why}"
+    return v, v.resolve(v.for_dtype(dtype, overrides, out_dtype)), f"rule: {why}"

@@ -160,9 +160,22 @@ class Variant:
         """The input type these parameters run: DTYPE where the variant has it, else its one type."""
         return str(values.get("DTYPE", self.dtypes[0]))
 
-    def for_dtype(self, dtype: str | None, overrides: Mapping[str, object] | None = None) -> dict:
-        """`overrides` with DTYPE set for --dtype; an error when the variant has no kernel for it."""
+    def out_dtype(self, values: Mapping[str, object]) -> str:
+        """C's type for these parameters: OUT_DTYPE where the variant has it, else fp32."""
+        return str(values.get("OUT_DTYPE", "fp32"))
+
+    def for_dtype(self, dtype: str | None, overrides: Mapping[str, object] | None = None,
+                  out_dtype: str | None = None) -> dict:
+        """`overrides` with DTYPE set for --dtype (and OUT_DTYPE for --out-dtype); an error when the
+        variant has no kernel for them."""
         out = dict(overrides or {})
+        if out_dtype is not None and out_dtype != self.out_dtype(out):
+            if "OUT_DTYPE" not in self.params:
+                raise GemmlabError(f"variant '{self.name}' writes C in fp32 only, not {out_dtype}",
+                                   hint="the tensor-core rungs wmma, mma and the wgmma ones take --out-dtype")
+            if "OUT_DTYPE" in out:
+                raise GemmlabError(f"--out-dtype {out_dtype} and -p OUT_DTYPE={out['OUT_DTYPE']} disagree")
+            out["OUT_DTYPE"] = out_dtype
         if dtype is None:
             return out
         if dtype not in self.dtypes:
