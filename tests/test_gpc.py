@@ -100,7 +100,7 @@ def test_the_probe_finds_every_sm_in_one_gpc_and_clusters_inside_them():
 def test_wgmma_ws_in_gpc_order_is_right(shape, params):
     """With the table the clusters take their tiles by the SM pair they run on; every tile must still be
     done once (C is poisoned first), over timed launches and the check after them."""
-    from gemmlab.gpu.launch import load
+    from gemmlab.gpu.launch import gpc_order, load
     from gemmlab.gpu.problem import Problem
     v = gemmlab.catalog().get("wgmma_ws")
     params = v.resolve(v.for_dtype("bf16", params))
@@ -109,7 +109,7 @@ def test_wgmma_ws_in_gpc_order_is_right(shape, params):
     geo = v.geometry(params, *shape, p.device.sms)
     kernel = load(compiled.compiled)
     kernel.max_dynamic_shared_size_bytes = geo.smem
-    n = int.from_bytes(bytes(p.gpc_order(kernel, geo))[:4], "little")
+    n = int.from_bytes(bytes(gpc_order(kernel, geo, p.device.sms))[:4], "little")
     assert n == (p.device.sms // params["CLUSTER_M"] if geo.grid[0] == p.device.sms else 0)
     r = p.run(compiled, min_reps=3)
     assert r.status == "PASS" and r.timing is not None, (r.error, r.check)

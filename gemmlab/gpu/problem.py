@@ -22,7 +22,7 @@ from ..results.model import Result, Shape
 from .bench import bench
 from ..gpu.device import DeviceInfo, get_device
 from .driver import cuda
-from .launch import CUBLAS_SOURCE, cublas_gemm, gpc_order, prepare
+from .launch import CUBLAS_SOURCE, cublas_gemm, prepare
 
 if TYPE_CHECKING:
     from ..kernel import Kernel
@@ -276,10 +276,6 @@ class Problem:
                 raise GemmlabError(f"out of GPU memory allocating a {nbytes / 2**20:.0f} MiB workspace",
                                    hint="a smaller split or shape needs less") from None
         return self._workspace
-
-    def gpc_order(self, function, geo):
-        """The table of a GPC order for this GPU (gemmlab/gpu/launch.py's gpc_order)."""
-        return gpc_order(function, geo, self.device.sms)
 
     def _timed(self, r: Result, launch, tile, epilogue, min_reps: int, phase, scale: str | None = None) -> None:
         """Time `launch` on the timed inputs, then check them again: a kernel that keeps state from one

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import GemmlabError
 from ..files import write_atomic
+from ..limits import DEFAULTS
 from ..templates import builtin_dir, data_dir
 
 # A cached shape within a factor of 1.41 in each of M, N and K counts as near. A factor of 2 let 512^3
@@ -209,7 +210,7 @@ def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
     return ("gemv", params, f"{M} row(s) of C: a stream of B, {tiles} tile(s) of {bm} x 1024, K in {split} slice(s)")
 
 
-def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024,
+def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["sm_90"].SMEM_PER_SM,
                 out_dtype: str = "fp32") -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
     N not a multiple of 16 bytes), mma (mma_rule), whose cp.async copies fall back to narrower ones at an
@@ -231,7 +232,8 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = 228 * 1024
     bn = 64 if math.ceil(N / 128) < sms / 2 else 128
     if M <= 64 or M <= 128 and bn == 64:
         tiles = math.ceil(M / 64) * math.ceil(N / bn)
-        per_sm = smem_per_sm // (6 * (64 + bn) * 128 + 2048)  # wgmma's shared memory, and 1 KB the system keeps
+        # wgmma's launch.smem at BM 64 and 6 stages (STAGES * (BM + BN) * 64 * 2 + 1024), and 1 KB the system keeps
+        per_sm = smem_per_sm // (6 * (64 + bn) * 128 + 2048)
         split = split_k(tiles, K, 64, 32, per_sm * sms) if split_ok else 1
         params = {"BM": 64, "BN": bn, "STAGES": 6}
         if split > 1:
