@@ -83,6 +83,36 @@ def _shape(shape):
     raise GemmlabError(f"a shape is n, (M, N, K) or a gemmlab.Shape, not {shape!r}")
 
 
+def _problem(cat: Catalog, problem: str | None, chosen: list) -> str:
+    """The problem a command runs: the one named (checked), else its variants' (all the same one), else GEMM."""
+    from . import problems
+    if problem is not None:
+        problems.check_name(problem)
+    for v in chosen:
+        if problem is None:
+            problem = v.problem
+        elif v.problem != problem:
+            raise GemmlabError(f"variant '{v.name}' computes {v.problem}, not {problem}",
+                               hint=f"`gemmlab list --problem {problem}` shows the variants of {problem}")
+    return problem or "gemm"
+
+
+def _problem_shape(problem: str, shape):
+    """A problem's shape from n (n elements, or an n x n matrix), (M, N), (M, N, K) or a Shape."""
+    from . import problems
+    from .results.model import Shape
+    if problem == "gemm" or isinstance(shape, Shape):
+        return _shape(shape)
+    decl = problems.get(problem)
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        return decl.shape(size=shape)
+    if isinstance(shape, (tuple, list)) and len(shape) in (2, 3):
+        if len(shape) == 3 and shape[2] != 1:
+            raise GemmlabError(f"{problem} has no K: give (M, N), not {tuple(shape)!r}")
+        return decl.shape(M=shape[0], N=shape[1])
+    raise GemmlabError(f"a {problem} shape is n, (M, N) or a gemmlab.Shape, not {shape!r}")
+
+
 def _gpus(gpus) -> int:
     """A number of GPUs of this host (None: all of them)."""
     if gpus is None:
@@ -118,6 +148,8 @@ def _argv(command: str, shape, opts, doc: dict, kernels_dirs, extra: list[str]) 
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
     argv += ["--check", "fp64"] if opts.fp64_check else []
     argv += ["--gpus", str(opts.gpus)] if opts.gpus != 1 else []
+    argv += ["--problem", opts.problem] if opts.problem != "gemm" else []
+    argv += ["--inputs", opts.inputs] if opts.inputs else []
     return argv + _dirs_argv(kernels_dirs)
 
 
@@ -152,16 +184,27 @@ class _Progress:
 
 def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096, *, dtype: str | None = None,
         reps: int = 10, rounds: int = 1, seed: int | None = None, check: str = "cupy", timeout: float = 60.0,
-        cublas: bool = True, out: str | Path | None = None, kernels_dirs=(), record: bool = True, progress=True):
+        cublas: bool = True, out: str | Path | None = None, kernels_dirs=(), record: bool = True, progress=True,
+        problem: str | None = None, inputs: str | None = None):
     """Check one variant at `params` against cupy.matmul element by element, then time it, with cuBLAS
     beside it (`gemmlab run`). variant "auto" chooses the FP32 kernel and its parameters for the shape.
-    A ResultSet: the kernel's row, then cuBLAS's."""
+    A ResultSet: the kernel's row, then cuBLAS's. A variant of another problem (problem: its name, or
+    the one its header says; gemmlab/problems/) runs beside that problem's cupy reference instead, on
+    `shape` as that problem reads it (n elements, or M x N), timing the input set `inputs`."""
     from . import measure
     from .present.resultset import ResultSet
-    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout)
+    named = [] if not isinstance(variant, Variant) and variant == "auto" else [_variant(cat, variant)]
+    opts.problem, opts.inputs = _problem(cat, problem, named), inputs
+    shape = _problem_shape(opts.problem, shape)
+    if opts.problem != "gemm" and not named:
+        raise GemmlabError(f"--variant auto chooses GEMM kernels; name a {opts.problem} variant",
+                           hint=f"`gemmlab list --problem {opts.problem}` shows them")
+    if inputs is not None and opts.problem == "gemm":
+        raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     out = new_file(out, "--out")
     given = dict(params or {})
-    if not isinstance(variant, Variant) and variant == "auto":
+    if not named:
         if given:
             raise GemmlabError("--variant auto chooses the parameters itself",
                                hint="name a variant to set parameters; `gemmlab run --variant auto` shows its choice")
@@ -179,21 +222,27 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
 
 def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
             seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
-            kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1):
-    """The variants (names or Variants; default: the ladder of the input type) at their defaults, with
+            kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, problem: str | None = None,
+            inputs: str | None = None):
+    """The variants (names or Variants; default: the ladder of the input type, or of `problem`) at their defaults, with
     cuBLAS, and speed-ups rung over rung (`gemmlab compare`). dtype defaults to the first variant's first
     input type, else fp32. gpus: one worker per GPU of this host (None: all), each job timed alone on its own."""
     from . import measure
     from .present.resultset import ResultSet
-    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout, gpus)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, gpus)
     out = new_file(out, "--out")
     if isinstance(variants, (str, Variant)):
         variants = [variants]
+    named = [_variant(cat, x) for x in variants] if variants is not None else []
+    opts.problem, opts.inputs = _problem(cat, problem, named), inputs
+    shape = _problem_shape(opts.problem, shape)
+    if inputs is not None and opts.problem == "gemm":
+        raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     if variants is not None:
-        chosen = [_variant(cat, x) for x in variants]
+        chosen = named
         opts.dtype = dtype or (chosen[0].dtypes[0] if chosen else "fp32")  # wgmma,wgmma_ws: bf16
     else:  # the ladder of this input type
-        chosen = [v for v in cat.ladder() if opts.dtype in v.dtypes]
+        chosen = [v for v in cat.ladder(opts.problem) if opts.dtype in v.dtypes]
     if not chosen:
         raise GemmlabError("no variants to compare")
     with _Progress(progress) as reporter:
@@ -213,8 +262,10 @@ def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None,
     gpus: one worker per GPU of this host (None: all), each configuration timed alone on its own."""
     from . import grid as grids, measure
     from .present.resultset import ResultSet
-    cat, shape, opts = catalog(kernels_dirs), _shape(shape), _options(dtype, reps, rounds, seed, check, timeout, gpus)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, gpus)
     v = _variant(cat, variant)
+    opts.problem = v.problem  # a variant of another problem sweeps on that problem's inputs (n, or M x N)
+    shape = _problem_shape(v.problem, shape)
     opts.dtype = v.dtype(v.resolve(v.for_dtype(dtype)))
     specs = grids.specs(grid)
     if any(sp.split("=", 1)[0].strip() == "DTYPE" for sp in specs):

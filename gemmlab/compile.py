@@ -241,13 +241,18 @@ def compile_rendered(rendered: Rendered, arch: str, extra_options: tuple[str, ..
     t1 = time.perf_counter()
     ptx, cubin, log = _nvrtc_compile(rendered, arch, options, version)
     compile_ms = (time.perf_counter() - t1) * 1e3
-    if not re.search(rf"\.entry\s+{ENTRY}\s*\(", ptx):
-        raise GemmlabError(f"variant '{rendered.variant.name}' defines no kernel named {ENTRY}",
-                           hint='every template defines extern "C" __global__ void gemm(A, B, C, M, N, K)')
-    if rendered.variant.reduce_grid and not re.search(rf"\.entry\s+{REDUCE}\s*\(", ptx):
-        raise GemmlabError(f"variant '{rendered.variant.name}' declares [launch.reduce] but defines no kernel "
-                           f"named {REDUCE}", hint='define extern "C" __global__ void reduce(W, C, M, N, K)')
-    resources = parse_resources(log)
+    v = rendered.variant
+    entry, second = getattr(v, "entry", ENTRY), getattr(v, "second_entry", REDUCE)
+    if not re.search(rf"\.entry\s+{entry}\s*\(", ptx):
+        raise GemmlabError(f"variant '{v.name}' defines no kernel named {entry}",
+                           hint='every template defines extern "C" __global__ void gemm(A, B, C, M, N, K)'
+                           if entry == ENTRY else f'a {v.problem} template defines extern "C" __global__ void '
+                                                  f'{entry}(...), its arguments as launch.args lists them')
+    if v.reduce_grid and not re.search(rf"\.entry\s+{second}\s*\(", ptx):
+        raise GemmlabError(f"variant '{v.name}' declares [launch.reduce] but defines no kernel "
+                           f"named {second}", hint='define extern "C" __global__ void reduce(W, C, M, N, K)'
+                           if second == REDUCE else f"define {second} with the same arguments as {entry}")
+    resources = parse_resources(log, entry)
 
     meta = {"ptx": ptx, "log": log, "resources": asdict(resources), "compile_ms": compile_ms,
             "arch": arch, "options": options, "nvrtc": version, "variant": rendered.variant.name}

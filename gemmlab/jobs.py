@@ -35,6 +35,24 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT_S
     rounds: int = 1  # measurements of cuBLAS and of each job, taken in turns (see run_jobs)
     gpus: int = 1  # workers, one per GPU of this host: each job is timed alone on the GPU that takes it
+    problem: str = "gemm"  # what the jobs compute (gemmlab/problems/); GEMM's path is gpu/problem.py
+    inputs: str | None = None  # the input set a problem other than GEMM times (None: its first)
+
+
+def setup(shape: Shape, seed: int, opts: Options) -> tuple:
+    """What a worker starts from: GEMM's shape, seed, check and input type, and for another problem
+    which one it is and which of its input sets to time."""
+    base = (shape, seed, opts.fp64_check, opts.dtype)
+    return base if opts.problem == "gemm" else base + ({"name": opts.problem, "inputs": opts.inputs},)
+
+
+def _doc(command: str, dev, shape: Shape, seed: int, opts: Options) -> dict:
+    doc = records.meta(command, dev, shape, seed, opts.dtype)
+    if opts.problem != "gemm":
+        doc["problem"] = opts.problem
+        if opts.inputs:
+            doc["inputs"] = opts.inputs
+    return doc
 
 
 def source_hash(source: str) -> str:
@@ -106,10 +124,10 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
     on_phase = on_phase or (lambda text: None)
     on_row = on_row or (lambda doc, row: None)
     todo, cublas = [], _Entry(None, {})  # _Entry per job, in job order
-    with Isolated(handler, (shape, seed, opts.fp64_check, opts.dtype), opts.timeout, on_phase) as w:
+    with Isolated(handler, setup(shape, seed, opts), opts.timeout, on_phase) as w:
         info = w.start()  # no GPU, or no room for the inputs: a GemmlabError for the whole run
         dev = info["device"]
-        doc = records.meta(command, dev, shape, seed, opts.dtype)
+        doc = _doc(command, dev, shape, seed, opts)
         if opts.rounds > 1:
             doc["rounds"] = opts.rounds
         peak = dev.peak(opts.dtype)
@@ -168,14 +186,15 @@ def _measure(w, e: _Entry, is_cublas: bool, dev, shape: Shape, opts: Options, ke
              rnd: int = 0) -> None:
     """One round of one entry on worker `w`: its Result appended (a fault or, with keep_going, an error
     becomes the Result; without keep_going a job that cannot be built raises its GemmlabError)."""
-    label = "cuBLAS" if is_cublas else f"{e.variant.name} {records.params_text(e.params)}"
+    reference = "cuBLAS" if opts.problem == "gemm" else "cupy"
+    label = reference if is_cublas else f"{e.variant.name} {records.params_text(e.params)}"
     on_phase(label if opts.rounds == 1 else f"round {rnd + 1}/{opts.rounds}: {label}")
     if is_cublas:
         try:
             e.results.append(w.call(("cublas", opts.reps), max(opts.timeout, SETUP_TIMEOUT_S)))  # loads cuBLAS
         except Fault as f:
-            e.results.append(Result("cuBLAS", {}, shape, source=CUBLAS_SOURCE[opts.dtype], dtype=opts.dtype,
-                                    fault=f.kind, error=f.message))
+            e.results.append(Result(reference, {}, shape, source=CUBLAS_SOURCE[opts.dtype] if reference == "cuBLAS"
+                                    else opts.problem, dtype=opts.dtype, fault=f.kind, error=f.message))
         return
     v, params = e.variant.on(dev), e.params  # checked and rendered with this GPU's limits (limits.py)
     try:
@@ -216,12 +235,11 @@ def _on_gpus(command: str, jobs, shape: Shape, opts: Options, with_cublas: bool,
                 said(f"GPU {gpu}: {text}")
         return tell
 
-    setup = (shape, seed, opts.fp64_check, opts.dtype)
-    workers = [Isolated(handler, setup, opts.timeout, phase(g), gpu=g) for g in range(opts.gpus)]
+    workers = [Isolated(handler, setup(shape, seed, opts), opts.timeout, phase(g), gpu=g) for g in range(opts.gpus)]
     cublas, todo, queue, failed, stop = _Entry(None, {}), [], [], [], threading.Event()
     try:
         dev = workers[0].start()["device"]  # no GPU, or no room for the inputs: a GemmlabError for the run
-        doc = records.meta(command, dev, shape, seed, opts.dtype)
+        doc = _doc(command, dev, shape, seed, opts)
         doc["gpus"] = opts.gpus
         peak = dev.peak(opts.dtype)
 

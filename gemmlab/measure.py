@@ -61,7 +61,7 @@ def measure(command: str, jobs, shape: Shape, opts: Options, reporter: Reporter,
 
     def on_row(doc, row):
         recorder(doc, row)
-        if row["variant"] != "cuBLAS":
+        if not metrics.is_reference(row):
             reporter.advance()
 
     doc, rows = run_jobs(command, jobs, shape, opts, with_cublas=with_cublas, keep_going=keep_going,
@@ -131,7 +131,7 @@ def sweep(v: Variant, valid: list[dict], shape: Shape, opts: Options, reporter: 
 
     doc, rows, recorder = measure("sweep", jobs, shape, opts, reporter, out_path, keep_going=True,
                                   total=len(valid), record=record)
-    cublas = next((r for r in rows if r["variant"] == "cuBLAS"), None)
+    cublas = next((r for r in rows if metrics.is_reference(r)), None)
     peak = doc["device"]["peak_tflops"][opts.dtype] * 1e12
     rows = [r for r in rows if r is not cublas] + [records.row_from_history(h, peak, cublas and cublas["ms"])
                                                    for h in known]
@@ -146,7 +146,7 @@ def save_best(doc: dict, rows: list[dict], shape: Shape, reporter: Reporter) -> 
     """Put a sweep's fastest passing row into the tuning cache `auto` reads, unless the cache has a faster
     one for this GPU and shape. The row saved, or None."""
     from .results.tuning import path as cache_path, save_best as save
-    best = next((r for r in rows if r["variant"] != "cuBLAS" and r["status"] == "PASS"), None)
+    best = next((r for r in rows if not metrics.is_reference(r) and r["status"] == "PASS"), None)
     if best is None:
         return None
     kept = save(doc["device"]["name"], shape, best)

@@ -232,11 +232,18 @@ class GpuJobs:
     where `kernel` is a kernel.Kernel: the parent renders and compiles (no GPU needed), the worker
     loads the cubin."""
 
-    def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
-        from .gpu.problem import Problem
+    def __init__(self, shape, seed, fp64_check, dtype="fp32", problem=None, phase=None):
+        """`problem`: None for GEMM, else {"name": a problem of gemmlab/problems/, "inputs": the input set
+        to time (None: its first)}."""
         self.phase = phase or (lambda text, expect_s=0.0: None)
         self.phase("make the inputs and the reference")
-        self.problem = Problem(shape, seed, fp64_check=fp64_check, dtype=dtype)
+        if problem:
+            from . import problems
+            from .gpu.problems import ProblemRun
+            self.problem = ProblemRun(shape, seed, problems.get(problem["name"]), problem.get("inputs"))
+        else:
+            from .gpu.problem import Problem
+            self.problem = Problem(shape, seed, fp64_check=fp64_check, dtype=dtype)
         self.poisoned = False
 
     def info(self) -> dict:

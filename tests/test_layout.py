@@ -90,7 +90,7 @@ STAGES = [
     ("base", ["errors", "files", "limits"]),
     ("templates", ["templates"]),
     ("build", ["render", "compile", "cache", "kernel"]),
-    ("results", ["results"]),
+    ("results", ["results", "problems"]),
     ("gpu", ["gpu"]),
     ("present", ["present"]),
     ("run", ["jobs", "worker", "grid", "sanitize", "profile", "suites", "cpu", "watch", "measure"]),

@@ -31,13 +31,20 @@ from .common import (_note, _print_rows, _spinner, cli, dtype_option, err, kerne
 
 @cli.command("list")
 @dtype_option
+@click.option("--problem", metavar="NAME|all",
+              help="Only this problem's variants (gemm, copy, transpose, reduce, scan, histogram), or all. "
+                   "Default: the table groups every problem, GEMM's first; --json and --csv list GEMM's.")
 @kernels_dir_option
 @output_options
-def list_cmd(dtype, kernels_dirs, as_json, as_csv):
-    """The variants, in ladder order, with their idea, parent, input types and parameters."""
+def list_cmd(dtype, problem, kernels_dirs, as_json, as_csv):
+    """The variants, in ladder order, with their idea, parent, input types and parameters, by problem."""
+    from .. import problems as declared
     cat = catalog(kernels_dirs)
     fmt = output_format(as_json, as_csv)
-    ladder = [v for v in cat.ladder() if dtype is None or dtype in v.dtypes]
+    if problem not in (None, "all"):
+        declared.check_name(problem)
+    shown = cat.problems() if problem == "all" or (problem is None and fmt == "table") else [problem or "gemm"]
+    ladder = [v for p in shown for v in cat.ladder(p) if dtype is None or dtype in v.dtypes]
     # The templates that do not load are listed too (as the table shows them), with why: broken = true.
     broken = [{"name": name, "broken": True, "error": e.message} for name, e in cat.broken.items()]
     if fmt == "json":
@@ -45,17 +52,27 @@ def list_cmd(dtype, kernels_dirs, as_json, as_csv):
                                  "source": str(v.path),
                                  "user": not v.builtin, "shadows": str(v.shadows) if v.shadows else None,
                                  "params": {n: {"default": p.default, "choices": p.choices, "help": p.help}
-                                            for n, p in v.params.items()}, "broken": False} for v in ladder]
-                               + broken))
+                                            for n, p in v.params.items()}, "broken": False}
+                                | ({"problem": v.problem} if v.problem != "gemm" or problem else {})
+                                for v in ladder] + broken))
         return
     if fmt == "csv":
         click.echo(export.csv_text([{"name": v.name, "parent": v.parent, "idea": v.idea, "dtypes": " ".join(v.dtypes),
                                      "defaults": v.defaults(), "source": str(v.path), "user": not v.builtin,
                                      "broken": False, "error": None}
+                                    | ({"problem": v.problem} if problem else {})
                                     for v in ladder] + broken), nl=False)
         return
-    out().print(tables.variants_table(ladder, cat.broken, "gemmlab variants (ladder order)"
-                                      + (f", {dtype} only" if dtype else "")))
+    for i, p in enumerate(shown):
+        mine = [v for v in ladder if v.problem == p]
+        if p != "gemm" and not mine:
+            continue
+        if p == "gemm":
+            title = "gemmlab variants (ladder order)" + (f", {dtype} only" if dtype else "")
+        else:
+            title = f"{p}: {declared.WHAT[p]} (ladder order)"
+        last = i == len(shown) - 1
+        out().print(tables.variants_table(mine, cat.broken if last else {}, title))
 
 
 @cli.command("history")

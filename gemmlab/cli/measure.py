@@ -16,6 +16,7 @@ from ..results import records
 from ..sanitize import TOOLS as SANITIZERS
 from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, gpus_option,
                      kernels_dir_option, names_list, out, overrides, param_options, shape_options)
+from .problems import problem_of, problem_options, problem_shape
 
 
 def _emit(rs, fmt) -> int:
@@ -32,7 +33,7 @@ def _emit(rs, fmt) -> int:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} {records.params_text(r['params'])}: "
                     f"{escape(records.failure_text(r))}; its time is not reported", soft_wrap=True)
     if rs.interrupted:
-        done = len([r for r in rows if r["variant"] != "cuBLAS"])
+        done = len([r for r in rows if r["variant"] not in ("cuBLAS", "cupy")])
         of = f" of {rs.meta['planned']}" if rs.meta.get("planned") else ""
         err().print(f"[yellow]interrupted:[/] {done}{of} measured; those are shown and recorded")
     return rs.exit_status
@@ -93,12 +94,22 @@ def _watch(path: Path, once) -> None:
 @click.option("--show-errors", is_flag=True, help="If the check fails, draw which tiles of C are wrong.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="If the check fails, also draw the wrong tiles of C as a PNG here.")
+@problem_options
 @kernels_dir_option
 @click.pass_context
-def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_errors, plot_path, kernels_dirs,
-        **common):
-    """Check one variant against cupy.matmul, then time it (with cuBLAS beside it)."""
+def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_errors, plot_path, problem, inputs,
+        kernels_dirs, **common):
+    """Check one variant against cupy.matmul, then time it (with cuBLAS beside it); a variant of another
+    problem (--problem) against its cupy reference."""
     shape, opts, fmt, out_path = _common(ctx, common, sanitizing=bool(sanitize))
+    problem = problem_of(problem, [name], kernels_dirs)
+    more = {}
+    if problem != "gemm":
+        if sanitize:
+            raise GemmlabError("--sanitize runs GEMM kernels only, for now")
+        shape, more = problem_shape(ctx, common, problem), {"problem": problem, "inputs": inputs}
+    elif inputs is not None:
+        raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     plot_path = new_file(plot_path, "--plot")  # checked now, not after the run
     if sanitize and watch:
         raise GemmlabError("--sanitize and --watch do not go together")
@@ -107,7 +118,7 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
         raise GemmlabError("--sanitize and --watch need a named variant, not auto")
     api_args = dict(shape=shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds, seed=opts.seed,
                     check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, cublas=not no_cublas,
-                    kernels_dirs=kernels_dirs)
+                    kernels_dirs=kernels_dirs, **more)
 
     def once() -> int:
         if sanitize:
@@ -156,6 +167,9 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_di
     """Time a variant over a grid of parameters, fastest first; skip what its constraints forbid."""
     shape, opts, fmt, out_path = _common(ctx, common)
     plot_path = new_file(plot_path, "--plot")
+    problem = problem_of(None, [name], kernels_dirs)
+    if problem != "gemm":
+        shape = problem_shape(ctx, common, problem)
     with _reporter() as reporter:
         rs = api.sweep(name, list(specs), shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds,
                        seed=opts.seed, check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout,
@@ -170,14 +184,22 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_di
 @click.option("--variants", help="Comma-separated variants (default: the whole ladder).")
 @shape_options
 @gpus_option
+@problem_options
 @kernels_dir_option
 @click.pass_context
-def compare(ctx, variants, gpus, kernels_dirs, **common):
-    """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung."""
+def compare(ctx, variants, gpus, problem, inputs, kernels_dirs, **common):
+    """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung (--problem: that
+    problem's ladder, beside its cupy reference)."""
     shape, opts, fmt, out_path = _common(ctx, common)
     chosen = names_list(variants, "--variants") if variants is not None else None
+    problem = problem_of(problem, chosen or [], kernels_dirs)
+    more = {}
+    if problem != "gemm":
+        shape, more = problem_shape(ctx, common, problem), {"problem": problem, "inputs": inputs}
+    elif inputs is not None:
+        raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     with _reporter() as reporter:
         rs = api.compare(chosen, shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds, seed=opts.seed,
                          check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, out=out_path,
-                         kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus)
+                         kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus, **more)
     ctx.exit(_emit(rs, fmt))

@@ -115,6 +115,9 @@ class ResultSet:
         if self.command == "dist":
             from .dist_tables import dist_table
             return dist_table(self.to_json())
+        if self.meta.get("problem", "gemm") != "gemm":  # transpose, reduce, ...: bandwidth, not FLOP/s
+            from .problem_tables import problem_table
+            return problem_table(self.to_json(), speedups=self.command == "compare")
         return tables.results_table(self.to_dicts(), tables.title_for(self.to_json()),
                                     speedups=self.command == "compare")
 

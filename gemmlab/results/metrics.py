@@ -79,10 +79,18 @@ def derive_roofline(row: dict, context: Roofline) -> dict:
     return derive(row, context, ROOFLINE)
 
 
+# The rows of the yardstick a run times beside its kernels: cuBLAS for GEMM, cupy for the other problems.
+REFERENCES = frozenset({"cuBLAS", "cupy"})
+
+
+def is_reference(row: dict) -> bool:
+    return row["variant"] in REFERENCES
+
+
 def add_speedups(rows: list[dict]) -> None:
     """Speed-up of each kernel row over the previous one and over the first (naive) one. A row that
     failed has no time: the next row's speed-up is over the last one that had one."""
-    kernels = [r for r in rows if r["variant"] != "cuBLAS"]
+    kernels = [r for r in rows if not is_reference(r)]
     first = kernels[0]["ms"] if kernels else None
     prev = None
     for r in kernels:

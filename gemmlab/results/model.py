@@ -80,6 +80,8 @@ class Result:
     dtype: str = "fp32"
     error: str | None = None
     fault: str | None = None  # CRASHED or TIMEOUT: the kernel took its process down (error says how)
+    flops: int | None = None  # the operations its TFLOP/s counts, where they are not GEMM's 2 M N K (problems/)
+    extra: dict | None = None  # more fields for its row: a problem's bandwidth numbers (gpu/problems.py)
 
     @property
     def status(self) -> str:

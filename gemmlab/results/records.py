@@ -103,7 +103,8 @@ def row(r: Result, peak_flops: float, cublas_ms: float | None = None) -> dict:
         "blocks_per_sm": r.blocks_per_sm,
         "compile_ms": r.compile_ms, "cached": r.cached,
     }
-    return derive(d, Context(r.shape.flops, peak_flops, cublas_ms))
+    d.update(r.extra or {})
+    return derive(d, Context(r.shape.flops if r.flops is None else r.flops, peak_flops, cublas_ms))
 
 
 def row_from_history(h: dict, peak_flops: float, cublas_ms: float | None = None) -> dict:

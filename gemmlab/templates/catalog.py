@@ -67,11 +67,14 @@ class Catalog:
             f"unknown variant '{name}'" + (f"; did you mean {', '.join(near)}?" if near else ""),
             hint="`gemmlab list` shows every variant")
 
-    def ladder(self) -> list[Variant]:
-        """Variants in ladder order: each after its parent, siblings by name."""
+    def ladder(self, problem: str | None = "gemm") -> list[Variant]:
+        """The variants of one problem (default GEMM's; None: every problem's) in ladder order: each after
+        its parent, siblings by name."""
         children: dict[str | None, list[Variant]] = {}
         for v in self.variants.values():
-            parent = v.parent if v.parent in self.variants else None
+            if problem is not None and v.problem != problem:
+                continue
+            parent = v.parent if v.parent in self.variants and self.variants[v.parent].problem == v.problem else None
             children.setdefault(parent, []).append(v)
         out: list[Variant] = []
 
@@ -82,6 +85,10 @@ class Catalog:
 
         walk(None)
         return out
+
+    def problems(self) -> list[str]:
+        """The problems the variants compute, GEMM first, then by name."""
+        return sorted({v.problem for v in self.variants.values()} | {"gemm"}, key=lambda p: (p != "gemm", p))
 
 
 def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:

@@ -74,7 +74,8 @@ def _fail(path: Path, msg: str, line: int | None = None) -> GemmlabError:
     return GemmlabError(f"bad template header in {where}: {msg}")
 
 
-_TOP_KEYS = {"name", "from", "parent", "idea", "predict", "predict_x", "dtypes", "arch", "params", "constraints", "launch"}
+_TOP_KEYS = {"name", "from", "parent", "idea", "predict", "predict_x", "dtypes", "arch", "params", "constraints", "launch",
+             "problem"}
 
 
 def _read(path: Path) -> dict:
@@ -129,6 +130,9 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
     arch = meta.get("arch")
     if arch is not None and not (isinstance(arch, str) and re.fullmatch(r"sm_\d+a?", arch)):
         raise _fail(path, "'arch' must name a target such as sm_90a")
+    problem = meta.get("problem", "gemm")
+    if not (isinstance(problem, str) and NAME_RE.match(problem)):
+        raise _fail(path, "'problem' names what the kernel computes, such as \"transpose\" (default \"gemm\")")
     dtypes = tuple(meta.get("dtypes", ["fp32"]))
     if not dtypes or any(d not in DTYPES for d in dtypes):
         raise _fail(path, f"dtypes must be a non-empty list from {list(DTYPES)}")
@@ -186,7 +190,7 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
     smem = str(launch.get("smem", "0"))
     workspace = str(launch.get("workspace", "0"))
     flags = {}
-    for key in ("zero_output", "resident"):
+    for key in ("zero_output", "resident", "zero_workspace"):
         value = launch.get(key, False)
         if not isinstance(value, (bool, str)):
             raise _fail(path, f"launch.{key} must be true, false, or an expression over the parameters")
@@ -207,7 +211,12 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
     gpc_order = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in gpc_order.items()}
     requires = checks(launch.get("requires", []), "launch.requires")
     args = launch.get("args")
-    if args is not None:
+    if problem != "gemm":  # its arguments are the problem's (gemmlab/problems/), which the runner checks
+        if not isinstance(args, list) or not args or not all(isinstance(a, str) and NAME_RE.match(a) for a in args):
+            raise _fail(path, f"a {problem} kernel lists its arguments by name in launch.args "
+                              "(gemmlab/problems/ declares what each problem provides)")
+        args = tuple(args)
+    elif args is not None:
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise _fail(path, "launch.args must list the kernel's arguments by name")
         needs = {"workspace": launch.get("workspace"), "tma.A": "A" in tma, "tma.B": "B" in tma, "tma.Bt": "Bt" in tma,
@@ -218,7 +227,7 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
             if a in needs and not needs[a]:
                 raise _fail(path, f"launch.args: {a} needs launch.{a.split('.')[0]}")
         args = tuple(args)
-    unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "resident", "reduce", "tma",
+    unknown = set(launch) - {"block", "grid", "smem", "workspace", "zero_output", "resident", "zero_workspace", "reduce", "tma",
                              "gpc_order", "requires", "args"}
     if unknown:
         raise _fail(path, f"unknown launch key(s) {sorted(unknown)}")
@@ -236,7 +245,8 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
                       workspace=workspace, zero_output=flags["zero_output"], resident=flags["resident"],
                       reduce_block=reduce["block"] if reduce else None, reduce_grid=reduce["grid"] if reduce else None,
                       tma=tma, gpc_order=gpc_order, requires=requires, arch=arch, predict=predict, predict_x=predict_x,
-                      builtin=builtin, args=args, bases=bases)
+                      builtin=builtin, args=args, bases=bases, problem=problem,
+                      zero_workspace=flags["zero_workspace"])
     # The defaults must be a valid configuration, and the expressions must evaluate.
     broken = variant.violations(variant.defaults())
     if broken:

@@ -104,6 +104,7 @@ class Geometry:
     reduce_block: tuple[int, int, int] | None = None
     tma: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (operand, box) per TMA tensor map, in argument order
     gpc_order: tuple[int, int] | None = None  # (blocks per cluster, GROUP_M): pass a GPC order's table (gpc.py)
+    zero_workspace: bool = False  # the workspace is zeroed before each launch (flags a kernel's blocks leave there)
 
     @property
     def threads(self) -> int:
@@ -141,6 +142,19 @@ class Variant:
     shadows: Path | None = None  # the template this user variant hides
     args: tuple[str, ...] | None = None  # launch.args: the kernel's arguments by name (ARGUMENTS)
     bases: tuple[Path, ...] = ()  # the templates its `from` starts from, nearest first (inherit.py)
+    problem: str = "gemm"  # what the kernel computes (gemmlab/problems/): gemm, transpose, reduce, ...
+    zero_workspace: str = "false"  # an expression: true where the kernel needs its workspace zeroed first
+
+    @property
+    def entry(self) -> str:
+        """The kernel the template defines: `gemm` for a GEMM, else the problem's name (`transpose`)."""
+        return "gemm" if self.problem == "gemm" else self.problem
+
+    @property
+    def second_entry(self) -> str:
+        """The second kernel of [launch.reduce]: GEMM's `reduce(W, C, M, N, K)`; another problem's
+        `<problem>_finish`, with the same arguments as the first."""
+        return "reduce" if self.problem == "gemm" else f"{self.problem}_finish"
 
     def arguments(self, values: Mapping[str, object], geometry: "Geometry") -> tuple[str, ...]:
         """The kernel's arguments by name, in order: launch.args where the header lists them, else
@@ -342,4 +356,6 @@ class Variant:
         if self.gpc_order and evaluate(self.gpc_order["when"], names, "launch.gpc_order.when", self.path):
             order = tuple(int(evaluate(self.gpc_order[k], names, f"launch.gpc_order.{k}", self.path))
                           for k in ("cluster", "group"))
-        return Geometry(grid, block, int(smem), int(workspace), zero, resident, reduce_grid, reduce_block, tma, order)
+        zero_ws = bool(evaluate(self.zero_workspace, names, "launch.zero_workspace", self.path))
+        return Geometry(grid, block, int(smem), int(workspace), zero, resident, reduce_grid, reduce_block, tma, order,
+                        zero_workspace=zero_ws)
