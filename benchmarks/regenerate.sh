@@ -9,7 +9,7 @@
 # table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
 # ladder at those sizes only.
 set -euo pipefail
-what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|all DIR [PREFIX]}
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
 p=${3:-h100}
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
@@ -169,8 +169,23 @@ dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind, h100x4 wi
     fi
 }
 
+problems() {  # the ladders of the problems besides GEMM beside their cupy reference, 3 rounds taken in turn:
+    # 2^28 float32 (a 16384 x 16384 transpose), histograms of 2^28 bytes, uniform and skewed (docs/problems.md)
+    local n=$((1 << 28)) w
+    for w in ${PROBLEMS:-copy transpose reduce scan histogram}; do
+        if [ "$w" = transpose ]; then
+            keep compare --problem transpose --size 16384 --rounds 3 --out "$dir/$p-problem-transpose.json"
+        else
+            keep compare --problem "$w" --size "$n" --rounds 3 --out "$dir/$p-problem-$w.json"
+        fi
+    done
+    case " ${PROBLEMS:-histogram} " in *" histogram "*)
+        keep compare --problem histogram --inputs skewed --size "$n" --rounds 3 --out "$dir/$p-problem-histogram-skewed.json" ;;
+    esac
+}
+
 case "$what" in
     all) for w in ladder tensor versus sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
-    ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist) "$what" ;;
+    ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems) "$what" ;;
     *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
 esac
