@@ -166,11 +166,11 @@ def test_right_scaling_passes_and_wrong_scaling_fails(dtype, mode):
     assert not c.passed and c.bad > 0
 
 
-def test_the_bound_of_fp8_is_fp32_accumulation_and_the_scalings_roundings():
+def test_the_bound_of_fp8_is_fp32_accumulation_the_tensor_cores_and_the_scalings_roundings():
     ref, l2 = np.array([[2.0]]), np.array([[1.0]])
     K, u = 4096, 2.0 ** -24
     got = float(check.bound(np, ref, l2, K, "e4m3")[0, 0])
-    want = 10 * ((math.sqrt(K) + K / 32 / math.sqrt(3)) * u + 2 * u) * 1.0 + 2 * (2 * u) * 2.0
+    want = 10 * ((math.sqrt(K) + K / 32 / math.sqrt(3)) * u + 2 * u + 2.0 ** -12) * 1.0 + 2 * (2 * u) * 2.0
     assert got == pytest.approx(want)
     # the exact set allows nothing
     assert float(check.bound(np, ref, l2, K, "e4m3", exact=True)[0, 0]) == 0
@@ -211,6 +211,57 @@ def test_fp8_rung_takes_b_transposed_and_the_scales():
     from gemmlab import GemmlabError
     with pytest.raises(GemmlabError, match="K .* must be a multiple of 16"):
         RUNG.geometry(RUNG.defaults(), 256, 256, 264, 132)
+
+
+# ---------------------------------------------------------------------------- planted bugs in FP8
+
+from planted import Plant  # noqa: E402
+
+_SCALES = "            apply_scales(d, sa, sb, M, N, row, col0);"
+FP8_PLANTS = [  # (plant, the SCALE it is planted in)
+    (Plant("planted_fp8_zero_rows", "wgmma_ws_fp8", tuple(FP8), _SCALES,
+           _SCALES + "\n            if (m0 == 0 && n0 == 0 && warp == 1)  // planted: 16 rows of the first tile are zeros\n"
+                     "                for (int i = 0; i < {{ NACC }}; ++i) d[i] = 0.0f;",
+           "writes zeros into 16 rows of one tile"), "tensor"),
+    (Plant("planted_fp8_no_scale_b", "wgmma_ws_fp8", tuple(FP8), "    const float s = sa[0] * sb[0];",
+           "    const float s = sa[0];  // planted: B's scale forgotten", "ignores B's scale"), "tensor"),
+    (Plant("planted_fp8_bf16_sums", "wgmma_ws_fp8", tuple(FP8), _SCALES,
+           _SCALES + "\n            for (int i = 0; i < {{ NACC }}; ++i)  // planted: C rounded to bf16\n"
+                     "                d[i] = __uint_as_float((__float_as_uint(d[i]) + 0x8000u) & 0xFFFF0000u);",
+           "rounds C to bf16 before storing it"), "row"),
+    (Plant("planted_fp8_first_block_scale", "wgmma_ws_fp8", tuple(FP8),
+           "                const float* sbk = sb + static_cast<size_t>(g) * nb;",
+           "                const float* sbk = sb;  // planted: B's scales of the first K block, for every block",
+           "scales every K block with B's first block scales"), "block"),
+]
+
+
+@pytest.fixture(scope="module")
+def fp8_planted(tmp_path_factory):
+    import gemmlab
+    d = tmp_path_factory.mktemp("fp8_planted")
+    for plant, _ in FP8_PLANTS:
+        (d / f"{plant.name}.cu.j2").write_text(plant.source())
+    return gemmlab.catalog((d,))
+
+
+@pytest.mark.parametrize("plant,scale", FP8_PLANTS, ids=[p.name for p, _ in FP8_PLANTS])
+def test_each_fp8_plant_applies_and_compiles(plant, scale, fp8_planted):
+    import gemmlab
+    v = fp8_planted.get(plant.name)
+    k = gemmlab.build(v, v.resolve({"SCALE": scale}), arch="sm_90a")
+    assert "planted" in k.compiled.rendered.source and k.resources.registers > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FP8)
+@pytest.mark.parametrize("plant,scale", FP8_PLANTS, ids=[p.name for p, _ in FP8_PLANTS])
+def test_each_fp8_plant_fails_untimed_and_says_where(plant, scale, dtype, fp8_planted):
+    import gemmlab
+    v = fp8_planted.get(plant.name)
+    r = Problem(Shape(1001, 1000, 1008), dtype=dtype).run(gemmlab.build(v, v.resolve({"SCALE": scale, "DTYPE": dtype})))
+    assert r.status == "FAIL" and r.timing is None, (plant.name, r.check and r.check.summary())
+    assert r.check.bad > 0 and r.check.tiles["bad"] > 0 and "out of bound" in r.check.summary()
 
 
 # ---------------------------------------------------------------------------- on a GPU
@@ -255,3 +306,29 @@ def test_torch_scaled_mm_row_passes_or_says_why_not(mode):
         return
     c = p.verify(lambda i: scaled_mm(i, p.C, "e4m3")[0], sets=list(p.input_sets(mode)))
     assert c.passed, c.summary()
+
+
+@pytest.mark.gpu
+def test_without_promotion_the_check_fails_and_both_match_cublaslt():
+    """PROMOTE=0 leaves all of K to the tensor cores' narrow accumulator: the check fails it, as it fails
+    cuBLASLt's fast accumulation; PROMOTE=128 passes, as cuBLASLt's default does. Each equals its cuBLASLt
+    counterpart bit for bit (the same products, summed in the same order and precision)."""
+    torch = pytest.importorskip("torch")  # noqa: F841
+    import cupy
+    import gemmlab
+    from gemmlab.gpu.fp8_refs import scaled_mm
+    p = Problem(Shape(2048, 2048, 4096), dtype="e4m3", seed=11)
+    got = {}
+    for promote in (0, 128):
+        r = p.run(gemmlab.build(RUNG, RUNG.resolve({"PROMOTE": promote, "BN": 256 if promote == 0 else 128})), timed=False)
+        assert r.status == ("FAIL" if promote == 0 else "PASS"), r.check.summary()
+        launch = gemmlab.build(RUNG, RUNG.resolve({"PROMOTE": promote, "BN": 256 if promote == 0 else 128}))
+        from gemmlab.gpu.launch import prepare
+        i = p.main
+        prepare(launch, 2048, 2048, 4096, p.device, workspace=p.workspace).bind(
+            i.A, i.B, p.C, Bt=i.Bt, scale_a=i.scale_a, scale_b=i.scale_b)()
+        got[promote] = p.C.copy()
+    for promote, fast in ((0, True), (128, False)):
+        scaled_mm(p.main, p.C, "e4m3", fast_accum=fast)[0]()
+        assert cupy.array_equal(p.C, got[promote]), promote
+    assert float(cupy.abs(got[0] - p.main.ref).max()) > 4 * float(cupy.abs(got[128] - p.main.ref).max())

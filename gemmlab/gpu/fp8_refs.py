@@ -39,27 +39,32 @@ def scaled_mm(inputs, C, dtype: str, fast_accum: bool = False):
     b = torch.from_dlpack(inputs.Bt).view(kinds[dtype]).t()  # K x N, column-major
     sa, sb = torch.from_dlpack(inputs.scale_a), torch.from_dlpack(inputs.scale_b)
     if inputs.scale == "tensor":
-        sa, sb = sa.reshape(()), sb.reshape(())
+        layouts = [(sa.reshape(()), sb.reshape(()))]
     elif inputs.scale == "row":
-        sa, sb = sa.reshape(M, 1), sb.reshape(1, N)
-    else:  # block: A's [K/128][M] read as M x K/128 (outer dimension first in memory), B's [K/128][N/128]
-        sa, sb = sa.reshape(-1, M).t(), sb.reshape(-1, (N + 127) // 128)
+        layouts = [(sa.reshape(M, 1), sb.reshape(1, N))]
+    else:  # block: A's [K/128][M] read as M x K/128 (outer dimension first in memory); B's [K/128][N/128] as it
+        # is, or laid out N-block first (which of them a torch takes differs by version)
+        kb, nb = (K + 127) // 128, (N + 127) // 128
+        sb2 = sb.reshape(kb, nb)
+        layouts = [(sa.reshape(kb, M).t(), sb2), (sa.reshape(kb, M).t(), sb2.t().contiguous().t())]
     out = torch.from_dlpack(C)
+    if out.dtype == torch.uint16:  # a bf16 C is held as its bits (cupy has no bfloat16)
+        out = out.view(torch.bfloat16)
     stream = torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)
-
-    def into_c():  # written straight into C
-        with torch.cuda.stream(stream):
-            torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32, use_fast_accum=fast_accum, out=out)
-
-    def copied():  # (a torch without the out= form: its result copied into C, inside the time)
-        with torch.cuda.stream(stream):
-            out.copy_(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32, use_fast_accum=fast_accum))
     why = None
-    for launch in (into_c, copied):
-        try:
-            launch()  # a layout, shape or mode it does not take fails here, with its reason
-            stream.synchronize()
-            return launch, None
-        except (RuntimeError, ValueError, TypeError) as e:
-            why = why or str(e).strip().splitlines()[0][:200]
+    for sa, sb in layouts:
+        def into_c(sa=sa, sb=sb):  # written straight into C
+            with torch.cuda.stream(stream):
+                torch._scaled_mm(a, b, sa, sb, out_dtype=out.dtype, use_fast_accum=fast_accum, out=out)
+
+        def copied(sa=sa, sb=sb):  # (a torch without the out= form: its result copied into C, inside the time)
+            with torch.cuda.stream(stream):
+                out.copy_(torch._scaled_mm(a, b, sa, sb, out_dtype=out.dtype, use_fast_accum=fast_accum))
+        for launch in (into_c, copied):
+            try:
+                launch()  # a layout, shape or mode it does not take fails here, with its reason
+                stream.synchronize()
+                return launch, None
+            except (RuntimeError, ValueError, TypeError) as e:
+                why = why or str(e).strip().splitlines()[0][:200]
     return None, f"torch._scaled_mm refused {inputs.scale} scales: {why}"
