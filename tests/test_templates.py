@@ -730,6 +730,15 @@ def test_the_sample_on_a_gpu_where_the_defaults_do_not_fit_leaves_them_out():
     assert sample and v.defaults() not in sample and not any(v.violations(p) for p in sample)
 
 
+def test_past_the_limit_the_sample_leaves_out_defaults_the_gpu_cannot_run(user_dir):
+    path = write_template(user_dir, "big", GOOD_BODY, header_extra=(
+        "[params.S]\ndefault = 200\nchoices = [50, 100, 200]\n"
+        '[[constraints]]\ncheck = "S * 1024 <= SMEM_OPTIN"\nwhy = "fits"\n'))
+    v = load_variant(path, builtin=False).on(_gpu(smem_optin=100 * 1024))
+    assert v.violations(v.defaults()) == ["S * 1024 <= SMEM_OPTIN: fits [SMEM_OPTIN = 102400]"]
+    assert v._sample(1) == [{"TILE": 8, "S": 50}, {"TILE": 16, "S": 50}, {"TILE": 16, "S": 100}] == _nearest_by_brute_force(v, 1)
+
+
 # ---------------------------------------------------------------------------- what a header gives, field by field
 
 def test_a_header_end_to_end(user_dir):
