@@ -531,7 +531,7 @@ def test_the_ladder_keeps_an_orphan_and_puts_user_rungs_after_built_in_siblings(
 def test_the_kernels_folder_shows_the_ladder():
     """`ls kernels/` shows the groups (and the suites' shapes and the multi-GPU schedules), and the numbers in
     the file names the ladder's order."""
-    problems = ["copy", "reduce", "transpose"]  # the other problems' ladders (tests/test_problems.py)
+    problems = ["copy", "histogram", "reduce", "scan", "transpose"]  # the other problems' ladders (test_problems)
     assert sorted(p.name for p in builtin_dir().iterdir()) == sorted(["dist", "fp32", "lib", "shapes", "skinny", "tensor",
                                                                       "tuning.json"] + problems)
     assert {p.suffix for p in (builtin_dir() / "dist").iterdir()} == {".toml"}  # schedules, not variants
