@@ -46,7 +46,7 @@ def scaled_mm(inputs, C, dtype: str, fast_accum: bool = False):
         # is, or laid out N-block first (which of them a torch takes differs by version)
         kb, nb = (K + 127) // 128, (N + 127) // 128
         sb2 = sb.reshape(kb, nb)
-        layouts = [(sa.reshape(kb, M).t(), sb2), (sa.reshape(kb, M).t(), sb2.t().contiguous().t())]
+        layouts = [(sa.reshape(kb, M).t(), sb2.t().contiguous().t()), (sa.reshape(kb, M).t(), sb2)]
     out = torch.from_dlpack(C)
     if out.dtype == torch.uint16:  # a bf16 C is held as its bits (cupy has no bfloat16)
         out = out.view(torch.bfloat16)
