@@ -9,7 +9,7 @@
 # table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
 # ladder at those sizes only.
 set -euo pipefail
-what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|all DIR [PREFIX]}
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
 p=${3:-h100}
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
@@ -41,6 +41,14 @@ versus() {  # the speed goals: the best rung alone with cuBLAS, 20 rounds taken 
         done
     done
     keep compare --rounds 20 --dtype tf32 --variants wgmma_tf32 --size 4096 --out "$dir/$p-versus-tf32-4096.json"
+}
+
+outdtype() {  # C in fp32 and in bf16 (--out-dtype), wgmma_ws beside cuBLAS writing the same C, 5 rounds taken in turn
+    for s in 4096 8192; do
+        for o in fp32 bf16; do
+            keep compare --rounds 5 --dtype bf16 --out-dtype "$o" --variants wgmma_ws --size "$s" --out "$dir/$p-outdtype-bf16-$s-$o.json"
+        done
+    done
 }
 
 sweeps() {  # the suite's small shapes: the sweeps whose winners (--save-best) kernels/tuning.json ships
@@ -185,7 +193,7 @@ problems() {  # the ladders of the problems besides GEMM beside their cupy refer
 }
 
 case "$what" in
-    all) for w in ladder tensor versus sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
-    ladder|tensor|versus|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems) "$what" ;;
+    all) for w in ladder tensor versus outdtype sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
+    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems) "$what" ;;
     *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
 esac
