@@ -222,6 +222,7 @@ def test_list_groups_the_variants_by_problem():
     (["run", "--problem", "transpose", "--variant", "shfl"], "error: variant 'shfl' computes reduce, not transpose"),
     (["run", "--variant", "shfl", "-M", "4"], "error: reduce runs on a vector of n elements"),
     (["run", "--variant", "tiled", "--inputs", "skewed"], "error: --inputs chooses the input set of a problem"),
+    (["compare", "--problem", "reduce", "--size", 1 << 28, "-K", 2], "error: reduce has no K"),
 ])
 def test_bad_problem_input_is_one_line(args, message):
     r = invoke(*args)

@@ -16,7 +16,7 @@ from ..results import records
 from ..sanitize import TOOLS as SANITIZERS
 from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, gpus_option,
                      kernels_dir_option, names_list, out, overrides, param_options, shape_options)
-from .problems import problem_of, problem_options, problem_shape
+from .problems import gemm_shape_options, problem_of, problem_options, problem_shape
 
 
 def _emit(rs, fmt) -> int:
@@ -101,8 +101,8 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
         kernels_dirs, **common):
     """Check one variant against cupy.matmul, then time it (with cuBLAS beside it); a variant of another
     problem (--problem) against its cupy reference."""
-    shape, opts, fmt, out_path = _common(ctx, common, sanitizing=bool(sanitize))
     problem = problem_of(problem, [name], kernels_dirs)
+    shape, opts, fmt, out_path = _common(ctx, gemm_shape_options(common, problem), sanitizing=bool(sanitize))
     more = {}
     if problem != "gemm":
         if sanitize:
@@ -165,9 +165,9 @@ def _gpu_or_fail() -> None:
 @click.pass_context
 def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_dirs, **common):
     """Time a variant over a grid of parameters, fastest first; skip what its constraints forbid."""
-    shape, opts, fmt, out_path = _common(ctx, common)
-    plot_path = new_file(plot_path, "--plot")
     problem = problem_of(None, [name], kernels_dirs)
+    shape, opts, fmt, out_path = _common(ctx, gemm_shape_options(common, problem))
+    plot_path = new_file(plot_path, "--plot")
     if problem != "gemm":
         shape = problem_shape(ctx, common, problem)
     with _reporter() as reporter:
@@ -190,9 +190,9 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_di
 def compare(ctx, variants, gpus, problem, inputs, kernels_dirs, **common):
     """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung (--problem: that
     problem's ladder, beside its cupy reference)."""
-    shape, opts, fmt, out_path = _common(ctx, common)
     chosen = names_list(variants, "--variants") if variants is not None else None
     problem = problem_of(problem, chosen or [], kernels_dirs)
+    shape, opts, fmt, out_path = _common(ctx, gemm_shape_options(common, problem))
     more = {}
     if problem != "gemm":
         shape, more = problem_shape(ctx, common, problem), {"problem": problem, "inputs": inputs}

@@ -37,3 +37,9 @@ def problem_shape(ctx, common: dict, problem: str):
     if common.get("k") not in (None, 1):
         raise GemmlabError(f"{problem} has no K: give --size or -N" + ("" if decl.vector else " and -M"))
     return decl.shape(size=common["size"] if given else None, M=common.get("m"), N=common.get("n"))
+
+
+def gemm_shape_options(common: dict, problem: str) -> dict:
+    """The shared options as _common reads them: for another problem, a GEMM shape of 1 (its own shape,
+    from problem_shape, may be far past what a GEMM of that size could index)."""
+    return common if problem == "gemm" else dict(common, size=1, m=None, n=None, k=None)
