@@ -123,7 +123,7 @@ def _gpus(gpus) -> int:
     return gpus
 
 
-def _options(dtype, reps, rounds, seed, check, timeout, gpus=1):
+def _options(dtype, reps, rounds, seed, check, timeout, gpus=1, out_dtype=None):
     from .jobs import Options
     if check not in ("cupy", "fp64"):
         raise GemmlabError(f"check is 'cupy' or 'fp64', not {check!r}")
@@ -133,7 +133,7 @@ def _options(dtype, reps, rounds, seed, check, timeout, gpus=1):
     if not timeout > 0 or timeout == float("inf"):
         raise GemmlabError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
     return Options(reps=reps, seed=seed, fp64_check=check == "fp64", dtype=dtype or "fp32", timeout=timeout,
-                   rounds=rounds, gpus=_gpus(gpus))
+                   rounds=rounds, gpus=_gpus(gpus), out_dtype=out_dtype or "fp32")
 
 
 def _variant(cat: Catalog, v) -> Variant:
@@ -144,6 +144,7 @@ def _argv(command: str, shape, opts, doc: dict, kernels_dirs, extra: list[str]) 
     """The gemmlab command line that measures the same again, with the seed the run used."""
     argv = [command] + extra + ["-M", str(shape.M), "-N", str(shape.N), "-K", str(shape.K)]
     argv += ["--dtype", opts.dtype, "--reps", str(opts.reps)]
+    argv += ["--out-dtype", opts.out_dtype] if opts.out_dtype != "fp32" else []
     argv += ["--rounds", str(opts.rounds)] if opts.rounds != 1 else []
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
     argv += ["--check", "fp64"] if opts.fp64_check else []
@@ -185,7 +186,7 @@ class _Progress:
 def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096, *, dtype: str | None = None,
         reps: int = 10, rounds: int = 1, seed: int | None = None, check: str = "cupy", timeout: float = 60.0,
         cublas: bool = True, out: str | Path | None = None, kernels_dirs=(), record: bool = True, progress=True,
-        problem: str | None = None, inputs: str | None = None):
+        problem: str | None = None, inputs: str | None = None, out_dtype: str | None = None):
     """Check one variant at `params` against cupy.matmul element by element, then time it, with cuBLAS
     beside it (`gemmlab run`). variant "auto" chooses the FP32 kernel and its parameters for the shape.
     A ResultSet: the kernel's row, then cuBLAS's. A variant of another problem (problem: its name, or
@@ -193,7 +194,7 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
     `shape` as that problem reads it (n elements, or M x N), timing the input set `inputs`."""
     from . import measure
     from .present.resultset import ResultSet
-    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, out_dtype=out_dtype)
     named = [] if not isinstance(variant, Variant) and variant == "auto" else [_variant(cat, variant)]
     opts.problem, opts.inputs = _problem(cat, problem, named), inputs
     shape = _problem_shape(opts.problem, shape)
@@ -211,8 +212,8 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
         v, resolved, extra = None, {}, ["--variant", "auto"]
     else:
         v = _variant(cat, variant)
-        resolved = v.resolve(v.for_dtype(dtype, given))
-        opts.dtype = v.dtype(resolved)
+        resolved = v.resolve(v.for_dtype(dtype, given, out_dtype))
+        opts.dtype, opts.out_dtype = v.dtype(resolved), v.out_dtype(resolved)
         extra = ["--variant", v.name] + _params_argv(resolved)
     with _Progress(progress) as reporter:
         doc, rows = measure.run(v, resolved, shape, opts, reporter, cat, out, with_cublas=cublas, record=record)
@@ -223,13 +224,14 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
 def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
             seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
             kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, problem: str | None = None,
-            inputs: str | None = None):
+            inputs: str | None = None, out_dtype: str | None = None):
     """The variants (names or Variants; default: the ladder of the input type, or of `problem`) at their defaults, with
     cuBLAS, and speed-ups rung over rung (`gemmlab compare`). dtype defaults to the first variant's first
-    input type, else fp32. gpus: one worker per GPU of this host (None: all), each job timed alone on its own."""
+    input type, else fp32; out_dtype (C's type) to fp32, and the ladder of a 16-bit C is the rungs that
+    write one. gpus: one worker per GPU of this host (None: all), each job timed alone on its own."""
     from . import measure
     from .present.resultset import ResultSet
-    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, gpus)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, gpus, out_dtype)
     out = new_file(out, "--out")
     if isinstance(variants, (str, Variant)):
         variants = [variants]
@@ -242,7 +244,8 @@ def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 
         chosen = named
         opts.dtype = dtype or (chosen[0].dtypes[0] if chosen else "fp32")  # wgmma,wgmma_ws: bf16
     else:  # the ladder of this input type
-        chosen = [v for v in cat.ladder(opts.problem) if opts.dtype in v.dtypes]
+        chosen = [v for v in cat.ladder(opts.problem) if opts.dtype in v.dtypes
+                  and (opts.out_dtype == "fp32" or "OUT_DTYPE" in v.params)]
     if not chosen:
         raise GemmlabError("no variants to compare")
     with _Progress(progress) as reporter:
@@ -254,7 +257,7 @@ def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 
 def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
           seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
           fresh: bool = False, save_best: bool = False, jobs: int | None = None, kernels_dirs=(),
-          record: bool = True, progress=True, gpus: int | None = 1):
+          record: bool = True, progress=True, gpus: int | None = 1, out_dtype: str | None = None):
     """Time a variant over a grid of parameters, fastest first, cuBLAS last (`gemmlab sweep`). grid is
     {name: [values]} or {name: "2..8"}, or a list of `NAME=V1,V2|A..B[:STEP]` texts; configurations its
     constraints forbid are skipped (the document's "skipped" says why). What the history has for this
@@ -266,11 +269,13 @@ def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None,
     v = _variant(cat, variant)
     opts.problem = v.problem  # a variant of another problem sweeps on that problem's inputs (n, or M x N)
     shape = _problem_shape(v.problem, shape)
-    opts.dtype = v.dtype(v.resolve(v.for_dtype(dtype)))
+    first = v.resolve(v.for_dtype(dtype, None, out_dtype))
+    opts.dtype, opts.out_dtype = v.dtype(first), v.out_dtype(first)
     specs = grids.specs(grid)
-    if any(sp.split("=", 1)[0].strip() == "DTYPE" for sp in specs):
-        raise GemmlabError("a sweep runs one input type; choose it with --dtype")
-    valid, skipped = grids.grid(v, specs, fixed=v.for_dtype(opts.dtype))
+    for name, option in (("DTYPE", "--dtype"), ("OUT_DTYPE", "--out-dtype")):
+        if any(sp.split("=", 1)[0].strip() == name for sp in specs):
+            raise GemmlabError(f"a sweep runs one {'input' if name == 'DTYPE' else 'C'} type; choose it with {option}")
+    valid, skipped = grids.grid(v, specs, fixed=v.for_dtype(opts.dtype, None, opts.out_dtype))
     out = new_file(out, "--out")
     with _Progress(progress) as reporter:
         for n, why, example in grids.skip_summary(skipped):
@@ -297,7 +302,7 @@ def _shapes_variants(cat: Catalog, variants) -> tuple[bool, list[Variant]]:
 
 def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | None = None, dtype: str | None = None,
           reps: int = 10, rounds: int = 1, seed: int | None = None, timeout: float = 60.0, out: str | Path | None = None,
-          kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1):
+          kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, out_dtype: str | None = None):
     """A suite of shapes with auto and/or the named variants and cuBLAS, each shape's roofline bound and
     % of it, x cuBLAS, and per variant the geometric mean, minimum and share of shapes at or above cuBLAS
     (`gemmlab suite`). shapes: "lab" (the MIT 6.S894 lab's 12, with the course's targets), "llm"
@@ -317,10 +322,10 @@ def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | N
     if only is not None:
         suite_ = suite_.only([only] if isinstance(only, str) else list(only))
     dtype = dtype or suite_.dtypes[0]
-    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, "cupy", timeout, gpus)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, "cupy", timeout, gpus, out_dtype)
     auto, named = _shapes_variants(cat, variants)
     for v in named:
-        v.for_dtype(dtype)  # a variant without a kernel for the type: one error now, not one per shape
+        v.for_dtype(dtype, None, opts.out_dtype)  # a variant without a kernel for the types: one error now
     out = new_file(out, "--out")
     with _Progress(progress) as reporter:
         doc = measure.suite(suite_, auto, named, cat, opts, reporter, out, record=record)
@@ -328,6 +333,7 @@ def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | N
     argv += ["--random", str(random)] if random is not None else ["--shapes", shapes] if shapes != "lab" else []
     argv += ["--only", ",".join(str(e.shape) for e in suite_.entries)] if only is not None else []
     argv += ["--dtype", dtype, "--reps", str(reps)] + (["--rounds", str(rounds)] if rounds != 1 else [])
+    argv += ["--out-dtype", opts.out_dtype] if opts.out_dtype != "fp32" else []
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
     argv += ["--gpus", str(opts.gpus)] if opts.gpus != 1 else []
     return ResultSet.of(doc, argv + _dirs_argv(kernels_dirs))

@@ -32,6 +32,7 @@ class Options:
     seed: int | None = None
     fp64_check: bool = False
     dtype: str = "fp32"  # the input type of every job in the run
+    out_dtype: str = "fp32"  # C's type (--out-dtype): fp32, or the inputs' 16-bit type
     timeout: float = DEFAULT_TIMEOUT_S
     rounds: int = 1  # measurements of cuBLAS and of each job, taken in turns (see run_jobs)
     gpus: int = 1  # workers, one per GPU of this host: each job is timed alone on the GPU that takes it
@@ -43,11 +44,15 @@ def setup(shape: Shape, seed: int, opts: Options) -> tuple:
     """What a worker starts from: GEMM's shape, seed, check and input type, and for another problem
     which one it is and which of its input sets to time."""
     base = (shape, seed, opts.fp64_check, opts.dtype)
-    return base if opts.problem == "gemm" else base + ({"name": opts.problem, "inputs": opts.inputs},)
+    if opts.problem != "gemm":
+        return base + ({"name": opts.problem, "inputs": opts.inputs},)
+    return base if opts.out_dtype == "fp32" else base + (None, opts.out_dtype)
 
 
 def _doc(command: str, dev, shape: Shape, seed: int, opts: Options) -> dict:
     doc = records.meta(command, dev, shape, seed, opts.dtype)
+    if opts.out_dtype != "fp32":
+        doc["out_dtype"] = opts.out_dtype
     if opts.problem != "gemm":
         doc["problem"] = opts.problem
         if opts.inputs:

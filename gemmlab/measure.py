@@ -71,13 +71,13 @@ def measure(command: str, jobs, shape: Shape, opts: Options, reporter: Reporter,
     return doc, rows, recorder
 
 
-def auto_jobs(cat: Catalog, shape: Shape, reporter: Reporter, dtype: str = "fp32"):
+def auto_jobs(cat: Catalog, shape: Shape, reporter: Reporter, dtype: str = "fp32", out_dtype: str = "fp32"):
     """`auto`'s job for a shape and input type. The choice needs the GPU (its name for the tuning cache,
     its SM count), so it is made once the worker has said which GPU it has."""
     from .results.tuning import choose
 
     def jobs(dev):
-        v, params, how = choose(cat, dev.name, shape, dev.sms, dtype)
+        v, params, how = choose(cat, dev.name, shape, dev.sms, dtype, out_dtype)
         reporter.note(f"auto chose {v.name} {records.params_text(params)} ({how})")
         return [(v, params)]
     return jobs
@@ -87,7 +87,7 @@ def run(v: Variant | None, params: dict, shape: Shape, opts: Options, reporter: 
         out_path: Path | None = None, with_cublas: bool = True, record: bool = True) -> tuple[dict, list[dict]]:
     """One variant at `params` (v None: `auto` chooses for the shape) beside cuBLAS."""
     if v is None:
-        jobs = auto_jobs(cat, shape, reporter, opts.dtype)
+        jobs = auto_jobs(cat, shape, reporter, opts.dtype, opts.out_dtype)
     else:
         render(v, params)  # a template that cannot render is one error before any GPU work (cuBLAS included)
         jobs = [(v, params)]
@@ -99,7 +99,7 @@ def run(v: Variant | None, params: dict, shape: Shape, opts: Options, reporter: 
 def compare(chosen: list[Variant], shape: Shape, opts: Options, reporter: Reporter, out_path: Path | None = None,
             record: bool = True) -> tuple[dict, list[dict]]:
     """Each variant at its defaults for the input type, cuBLAS beside them, with speed-ups rung over rung."""
-    jobs = [(v, v.resolve(v.for_dtype(opts.dtype))) for v in chosen]
+    jobs = [(v, v.resolve(v.for_dtype(opts.dtype, None, opts.out_dtype))) for v in chosen]
     doc, rows, recorder = measure("compare", jobs, shape, opts, reporter, out_path, keep_going=True,
                                   total=len(jobs), record=record)
     metrics.add_speedups(rows)
@@ -167,9 +167,9 @@ def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Varia
     doc, rows = None, []
     for i, shape in enumerate(shapes):
         reporter.phase(f"shape {i + 1} of {len(shapes)}: {shape}")
-        choose = auto_jobs(cat, shape, reporter, opts.dtype) if auto else (lambda dev: [])
-        d, got, _ = measure(command, lambda dev, choose=choose: choose(dev) + [(v, v.resolve(v.for_dtype(opts.dtype)))
-                                                                               for v in named],
+        choose = auto_jobs(cat, shape, reporter, opts.dtype, opts.out_dtype) if auto else (lambda dev: [])
+        fixed = [(v, v.resolve(v.for_dtype(opts.dtype, None, opts.out_dtype))) for v in named]
+        d, got, _ = measure(command, lambda dev, choose=choose, fixed=fixed: choose(dev) + fixed,
                             shape, opts, reporter, keep_going=True, record=record)
         if auto and got and got[0]["variant"] != "cuBLAS":
             got[0]["chosen_by"] = "auto"

@@ -232,9 +232,9 @@ class GpuJobs:
     where `kernel` is a kernel.Kernel: the parent renders and compiles (no GPU needed), the worker
     loads the cubin."""
 
-    def __init__(self, shape, seed, fp64_check, dtype="fp32", problem=None, phase=None):
+    def __init__(self, shape, seed, fp64_check, dtype="fp32", problem=None, out_dtype="fp32", phase=None):
         """`problem`: None for GEMM, else {"name": a problem of gemmlab/problems/, "inputs": the input set
-        to time (None: its first)}."""
+        to time (None: its first)}. `out_dtype`: GEMM's C type."""
         self.phase = phase or (lambda text, expect_s=0.0: None)
         self.phase("make the inputs and the reference")
         if problem:
@@ -243,7 +243,7 @@ class GpuJobs:
             self.problem = ProblemRun(shape, seed, problems.get(problem["name"]), problem.get("inputs"))
         else:
             from .gpu.problem import Problem
-            self.problem = Problem(shape, seed, fp64_check=fp64_check, dtype=dtype)
+            self.problem = Problem(shape, seed, fp64_check=fp64_check, dtype=dtype, out_dtype=out_dtype)
         self.poisoned = False
 
     def info(self) -> dict:

@@ -178,3 +178,25 @@ def test_auto_takes_no_split_and_no_gemv_for_a_16_bit_c(shape):
     assert params32.get("OUT_DTYPE", "fp32") == "fp32"
     if shape[0] == 1:
         assert v32.name == "gemv"
+
+
+def test_every_measuring_command_takes_out_dtype_and_reproduces_it():
+    """--out-dtype reaches the worker's Problem (the setup a worker starts from) and the command that
+    measures the same again; a variant that cannot write such a C is one clear error."""
+    from click.testing import CliRunner
+    from gemmlab import api
+    from gemmlab.cli import cli
+    from gemmlab.jobs import Options, setup
+    for name in ("run", "compare", "sweep", "suite"):
+        assert "--out-dtype" in {o for p in cli.commands[name].params for o in p.opts}, name
+    s = Shape(8, 8, 8)
+    assert setup(s, 1, Options(dtype="bf16")) == (s, 1, False, "bf16")
+    assert setup(s, 1, Options(dtype="bf16", out_dtype="bf16")) == (s, 1, False, "bf16", None, "bf16")
+    opts = Options(dtype="bf16", out_dtype="bf16")
+    argv = api._argv("compare", s, opts, {"seed": 3}, (), [])
+    assert argv[argv.index("--out-dtype") + 1] == "bf16"
+    assert "--out-dtype" not in api._argv("compare", s, Options(dtype="bf16"), {"seed": 3}, (), [])
+    r = CliRunner().invoke(cli, ["run", "--variant", "tiled", "--out-dtype", "bf16"])
+    assert r.exit_code == 1 and "variant 'tiled' writes C in fp32 only, not bf16" in r.output
+    r = CliRunner().invoke(cli, ["sweep", "--variant", "mma", "--dtype", "bf16", "--param", "OUT_DTYPE=fp32,bf16"])
+    assert r.exit_code == 1 and "a sweep runs one C type; choose it with --out-dtype" in r.output

@@ -169,7 +169,7 @@ def shape_options(f):
                                              "killed and the job marked TIMEOUT.")(f)
     f = click.option("--out", "out_path", type=click.Path(dir_okay=False),
                      help="Also write the results here as JSON, updated after every result (a new file).")(f)
-    return dtype_option(output_options(f))
+    return dtype_option(out_dtype_option(output_options(f)))
 
 
 def _gpus(ctx, param, value):
@@ -198,6 +198,12 @@ def dtype_option(f):
                              "fp32; FP8 with scales: -p SCALE=tensor|row|block). "
                              "Default: the variant's first type (compare: the first named variant's, "
                              "else fp32).")(f)
+
+
+def out_dtype_option(f):
+    return click.option("--out-dtype", type=click.Choice(["fp32", "bf16", "fp16"]),
+                        help="C's type: fp32 (the default), or the inputs' own 16-bit type, which halves the bytes "
+                             "written (the tensor-core rungs wmma, mma and wgmma*, and cuBLAS).")(f)
 
 
 def _set_wide(ctx, param, value):
@@ -289,7 +295,7 @@ def _common(ctx, c: dict, sanitizing: bool = False):
     shape = make_shape(None, m, n, k)
     out_path = new_file(c["out_path"], "--out")
     opts = Options(reps=c["reps"], seed=c["seed"], fp64_check=c["check_ref"] == "fp64", timeout=c["timeout"],
-                   dtype=c["dtype"] or "fp32", rounds=c["rounds"])
+                   dtype=c["dtype"] or "fp32", rounds=c["rounds"], out_dtype=c["out_dtype"] or "fp32")
     return shape, opts, fmt, out_path
 
 

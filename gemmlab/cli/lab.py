@@ -16,7 +16,7 @@ from ..results import records
 from ..templates import show_value
 from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, cli, dtype_option, err,
                      gpus_option, kernels_dir_option, make_shape, names_list, out, output_format, output_options, overrides,
-                     param_options, rounds_option)
+                     out_dtype_option, param_options, rounds_option)
 
 
 @cli.command()
@@ -29,6 +29,7 @@ from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, 
               help="N shapes drawn log-uniformly (M, N, K from 1 to 16384) from --seed instead of a suite.")
 @click.option("--only", metavar="MxNxK,...", help="Only these shapes of the suite.")
 @dtype_option
+@out_dtype_option
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
 @rounds_option
 @click.option("--seed", type=int, help="Seed of the random inputs (and of --random's shapes; default: a fresh one).")
@@ -40,16 +41,16 @@ from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, 
 @output_options
 @kernels_dir_option
 @click.pass_context
-def suite(ctx, variants, shapes, random_, only, dtype, reps, rounds, seed, timeout, out_path, plot_path, gpus, as_json,
-          as_csv, kernels_dirs):
+def suite(ctx, variants, shapes, random_, only, dtype, out_dtype, reps, rounds, seed, timeout, out_path, plot_path,
+          gpus, as_json, as_csv, kernels_dirs):
     """A suite of shapes against cuBLAS (default: the MIT 6.S894 lab's 12): roofline bound, % of it, x
     cuBLAS, the course's targets; per variant the geometric mean, minimum and share at or above cuBLAS."""
     fmt = output_format(as_json, as_csv)
     out_path, plot_path = new_file(out_path, "--out"), new_file(plot_path, "--plot")
     with _reporter() as reporter:
         rs = api.suite(names_list(variants, "--variants"), None if only is None else names_list(only, "--only"),
-                       shapes=shapes, random=random_, dtype=dtype, reps=reps, rounds=rounds, seed=seed,
-                       timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus)
+                       shapes=shapes, random=random_, dtype=dtype, out_dtype=out_dtype, reps=reps, rounds=rounds,
+                       seed=seed, timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus)
     doc = rs.to_json()
     _print_rows(doc, doc["rows"], fmt, rs.table)  # the table, and the summary per variant under it
     _plot("roofline_plot", doc, plot_path)

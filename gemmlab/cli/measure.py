@@ -116,15 +116,16 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
     given = overrides(tile, reg, raw_params)
     if name == "auto" and (sanitize or watch):
         raise GemmlabError("--sanitize and --watch need a named variant, not auto")
-    api_args = dict(shape=shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds, seed=opts.seed,
+    api_args = dict(shape=shape, dtype=common["dtype"], out_dtype=common["out_dtype"], reps=opts.reps,
+                    rounds=opts.rounds, seed=opts.seed,
                     check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, cublas=not no_cublas,
                     kernels_dirs=kernels_dirs, **more)
 
     def once() -> int:
         if sanitize:
             v = catalog(kernels_dirs).get(name)
-            params = v.resolve(v.for_dtype(common["dtype"], given))
-            opts.dtype = v.dtype(params)
+            params = v.resolve(v.for_dtype(common["dtype"], given, common["out_dtype"]))
+            opts.dtype, opts.out_dtype = v.dtype(params), v.out_dtype(params)
             return _sanitize(v, params, shape, opts, sanitize, fmt)
         with _reporter() as reporter:  # the template is read again each time: --watch may have changed it
             rs = api.run(name, given, out=out_path, progress=reporter, **api_args)
@@ -171,7 +172,8 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_di
     if problem != "gemm":
         shape = problem_shape(ctx, common, problem)
     with _reporter() as reporter:
-        rs = api.sweep(name, list(specs), shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds,
+        rs = api.sweep(name, list(specs), shape, dtype=common["dtype"], out_dtype=common["out_dtype"],
+                       reps=opts.reps, rounds=opts.rounds,
                        seed=opts.seed, check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout,
                        out=out_path, fresh=fresh, save_best=save_best, jobs=jobs_, kernels_dirs=kernels_dirs,
                        progress=reporter, gpus=gpus)
@@ -199,7 +201,8 @@ def compare(ctx, variants, gpus, problem, inputs, kernels_dirs, **common):
     elif inputs is not None:
         raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     with _reporter() as reporter:
-        rs = api.compare(chosen, shape, dtype=common["dtype"], reps=opts.reps, rounds=opts.rounds, seed=opts.seed,
+        rs = api.compare(chosen, shape, dtype=common["dtype"], out_dtype=common["out_dtype"], reps=opts.reps,
+                         rounds=opts.rounds, seed=opts.seed,
                          check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, out=out_path,
                          kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus, **more)
     ctx.exit(_emit(rs, fmt))

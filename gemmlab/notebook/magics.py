@@ -83,7 +83,7 @@ def _measure_args(p: dict) -> dict:
     from ..cli.common import output_format
     output_format(p["as_json"], p["as_csv"])  # one at most
     shape = (p["m"] or p["size"], p["n"] or p["size"], p["k"] or p["size"])
-    return dict(shape=shape, dtype=p["dtype"], reps=p["reps"], rounds=p["rounds"], seed=p["seed"], check=p["check_ref"],
+    return dict(shape=shape, dtype=p["dtype"], out_dtype=p["out_dtype"], reps=p["reps"], rounds=p["rounds"], seed=p["seed"], check=p["check_ref"],
                 timeout=p["timeout"], out=p["out_path"])
 
 
