@@ -236,6 +236,11 @@ FP8_PLANTS = [  # (plant, the SCALE it is planted in)
 ]
 
 
+def for_scale(scale):
+    """The parameters of a scaling mode: block scales need a tile of whole 128-column blocks of B."""
+    return {"SCALE": scale} | ({"BN": 128} if scale == "block" else {})
+
+
 @pytest.fixture(scope="module")
 def fp8_planted(tmp_path_factory):
     import gemmlab
@@ -249,7 +254,7 @@ def fp8_planted(tmp_path_factory):
 def test_each_fp8_plant_applies_and_compiles(plant, scale, fp8_planted):
     import gemmlab
     v = fp8_planted.get(plant.name)
-    k = gemmlab.build(v, v.resolve({"SCALE": scale}), arch="sm_90a")
+    k = gemmlab.build(v, v.resolve(for_scale(scale)), arch="sm_90a")
     assert "planted" in k.compiled.rendered.source and k.resources.registers > 0
 
 
@@ -259,7 +264,7 @@ def test_each_fp8_plant_applies_and_compiles(plant, scale, fp8_planted):
 def test_each_fp8_plant_fails_untimed_and_says_where(plant, scale, dtype, fp8_planted):
     import gemmlab
     v = fp8_planted.get(plant.name)
-    r = Problem(Shape(1001, 1000, 1008), dtype=dtype).run(gemmlab.build(v, v.resolve({"SCALE": scale, "DTYPE": dtype})))
+    r = Problem(Shape(1001, 1000, 1008), dtype=dtype).run(gemmlab.build(v, v.resolve(dict(for_scale(scale), DTYPE=dtype))))
     assert r.status == "FAIL" and r.timing is None, (plant.name, r.check and r.check.summary())
     assert r.check.bad > 0 and r.check.tiles["bad"] > 0 and "out of bound" in r.check.summary()
 
@@ -288,7 +293,7 @@ FP8_SHAPES = [(1, 16, 16), (300, 264, 528), (1001, 1000, 1008), (4096, 4096, 409
 @pytest.mark.parametrize("dtype", FP8)
 def test_the_rung_on_every_scaling_mode(dtype, mode, shape):
     import gemmlab
-    params = RUNG.resolve({"DTYPE": dtype, "SCALE": mode})
+    params = RUNG.resolve(dict(for_scale(mode), DTYPE=dtype))
     r = Problem(Shape(*shape), dtype=dtype).run(gemmlab.build(RUNG, params), timed=False)
     assert r.status == "PASS", (r.error, r.check and r.check.summary())
 
