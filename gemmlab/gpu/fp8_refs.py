@@ -14,6 +14,8 @@ Both take B^T (N x K, row-major), which is B column-major: cuBLASLt's FP8 GEMM o
 
 from __future__ import annotations
 
+import contextlib
+
 from .driver import cuda
 
 
@@ -35,8 +37,7 @@ def scaled_mm(inputs, C, dtype: str, fast_accum: bool = False):
     kinds = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
     M, K = inputs.A.shape
     N = inputs.Bt.shape[0]
-    # torch's own copies of the codes and scales, made here, outside any timing: torch reading cupy's arrays
-    # through DLPack gave C untouched at 4096^3 on the H100 (3 us a call), while its own tensors work
+    # torch's own copies of the codes and scales, made here, outside any timing
     own = lambda x: torch.from_dlpack(x).clone()  # noqa: E731
     a = own(inputs.A).view(kinds[dtype])
     b = own(inputs.Bt).view(kinds[dtype]).t()  # K x N, column-major
@@ -53,20 +54,25 @@ def scaled_mm(inputs, C, dtype: str, fast_accum: bool = False):
     out = torch.from_dlpack(C)
     if out.dtype == torch.uint16:  # a bf16 C is held as its bits (cupy has no bfloat16)
         out = out.view(torch.bfloat16)
-    stream = torch.cuda.ExternalStream(cupy.cuda.get_current_stream().ptr)
+    # On cupy's stream. Where that is the default stream (cupy's own default), torch's default is the same one,
+    # and torch is left on it. At 591e898, wrapped in torch.cuda.stream(ExternalStream(0)), this call left C
+    # untouched on the H100 (3 us a call), where a plain _scaled_mm on torch's default stream into the same
+    # cupy C wrote it (1200 TFLOP/s at 4096^3); that the wrapper was the difference is not yet confirmed on a GPU.
+    ptr = cupy.cuda.get_current_stream().ptr
+    on_stream = (lambda: torch.cuda.stream(torch.cuda.ExternalStream(ptr))) if ptr else contextlib.nullcontext
     why = None
     for sa, sb in layouts:
         def into_c(sa=sa, sb=sb):  # written straight into C
-            with torch.cuda.stream(stream):
+            with on_stream():
                 torch._scaled_mm(a, b, sa, sb, out_dtype=out.dtype, use_fast_accum=fast_accum, out=out)
 
         def copied(sa=sa, sb=sb):  # (a torch without the out= form: its result copied into C, inside the time)
-            with torch.cuda.stream(stream):
+            with on_stream():
                 out.copy_(torch._scaled_mm(a, b, sa, sb, out_dtype=out.dtype, use_fast_accum=fast_accum))
         for launch in (into_c, copied):
             try:
                 launch()  # a layout, shape or mode it does not take fails here, with its reason
-                stream.synchronize()
+                torch.cuda.synchronize()
                 return launch, None
             except (RuntimeError, ValueError, TypeError) as e:
                 why = why or str(e).strip().splitlines()[0][:200]
