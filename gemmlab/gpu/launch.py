@@ -70,9 +70,10 @@ def resident_blocks(kernel, geo, sms: int) -> int:
 
 
 def tensor_map(array, box: tuple[int, ...], dtype: str):
-    """A TMA tensor map over a row-major matrix, for `cp.async.bulk.tensor`: `box` elements of it per
-    copy (contiguous dimension first), 128-byte swizzled in shared memory, zeros outside the matrix.
-    Returned as 128 raw bytes, which cupy passes by value to a `const __grid_constant__` parameter."""
+    """A TMA tensor map over a row-major matrix (rows may be further apart than their length: a view of a
+    wider buffer), for `cp.async.bulk.tensor`: `box` elements of it per copy (contiguous dimension first),
+    128-byte swizzled in shared memory, zeros outside the matrix. Returned as 128 raw bytes, which cupy
+    passes by value to a `const __grid_constant__` parameter."""
     import ctypes
     drv = bindings()
     kinds = {"bf16": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
@@ -90,7 +91,7 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
     rows, cols = array.shape
     err, tmap = drv.cuTensorMapEncodeTiled(
         kinds[dtype], 2, array.data.ptr, [drv.cuuint64_t(cols), drv.cuuint64_t(rows)],
-        [drv.cuuint64_t(cols * array.itemsize)], [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * 2,
+        [drv.cuuint64_t(array.strides[0])], [drv.cuuint32_t(b) for b in box], [drv.cuuint32_t(1)] * 2,
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -104,6 +105,26 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
 
 
 _loaded: dict[str, object] = {}  # key -> cupy.RawModule
+
+
+TMA_PITCH = 16  # bytes: TMA reads rows that start this aligned
+
+
+def tma_ready(array):
+    """(`array` or a copy of it whose rows start 16-byte aligned, the copy to make before each launch or
+    None). A row-major matrix whose row length in bytes is not a multiple of 16 (K or N not a multiple of
+    8 for 16-bit types) cannot be read by TMA; a buffer with rows padded to the next multiple can, and the
+    tensor map covers only the matrix's own columns (TMA fills zeros past them). The copy is part of the
+    launch, so its time is in every measurement of it."""
+    rows, cols = array.shape
+    if array.strides[0] % TMA_PITCH == 0:
+        return array, None
+    per = TMA_PITCH // array.itemsize
+    padded = cuda().empty((rows, -(-cols // per) * per), dtype=array.dtype)[:, :cols]
+
+    def copy():
+        padded[...] = array
+    return padded, copy
 
 
 def load(compiled, name: str = ENTRY):
@@ -135,6 +156,7 @@ class Prepared:
     workspace: object = None
     order: object = None    # the GPC order's table, if the plan asks for one
     dtype: str = "fp32"
+    repitched: tuple = ()   # the operands the last bind copies to 16-byte-aligned rows before each launch
 
     def bind(self, A, B, C, bias=None, Bt=None, scale_a=None, scale_b=None) -> Callable[[], None]:
         """The launch of C = A @ B (and the template's epilogue) on these arrays, with the arguments its
@@ -143,17 +165,22 @@ class Prepared:
         geo, (M, K), N = self.plan, A.shape, B.shape[1]
         dims = (np.int32(M), np.int32(N), np.int32(K))
         boxes = dict(geo.tma)
+        ready = {op: tma_ready(x) for op, x in (("A", A), ("B", B), ("Bt", Bt)) if op in boxes}
+        copies = [copy for _, copy in ready.values() if copy is not None]
+        self.repitched = tuple(op for op, (_, copy) in ready.items() if copy is not None)
         provide = {"A": lambda: A, "B": lambda: B, "C": lambda: C, "M": lambda: dims[0], "N": lambda: dims[1],
                    "K": lambda: dims[2], "workspace": lambda: self.workspace, "gpc_order": lambda: self.order,
-                   "tma.A": lambda: tensor_map(A, boxes["A"], self.dtype),
-                   "tma.B": lambda: tensor_map(B, boxes["B"], self.dtype),
-                   "tma.Bt": lambda: tensor_map(Bt, boxes["Bt"], self.dtype),
+                   "tma.A": lambda: tensor_map(ready["A"][0], boxes["A"], self.dtype),
+                   "tma.B": lambda: tensor_map(ready["B"][0], boxes["B"], self.dtype),
+                   "tma.Bt": lambda: tensor_map(ready["Bt"][0], boxes["Bt"], self.dtype),
                    "scale.A": lambda: scale_a, "scale.B": lambda: scale_b,
                    "alpha": lambda: np.float32(ALPHA), "beta": lambda: np.float32(BETA), "bias": lambda: bias}
         args = tuple(provide[name]() for name in geo.args)
         function, reduce, workspace = self.function, self.reduce, self.workspace
 
         def launch():
+            for copy in copies:  # rows TMA cannot read where they are: into a buffer where it can
+                copy()
             if geo.zero_output:  # the kernel adds into C: part of its work, so inside any timing
                 C.fill(0)
             function(geo.grid, geo.block, args, shared_mem=geo.smem)

@@ -357,6 +357,8 @@ class Problem:
                 phase(f"check {variant.name}")
             scale = params.get("SCALE") if self.dtype in fp8.FORMATS else None
             r.check = self.verify(on, tile, epilogue, sets=self.input_sets(scale))
+            if prepared.repitched:  # said in the row: the copies are part of its time
+                r.extra = dict(r.extra or {}, repitched=list(prepared.repitched))
             if r.check.passed and timed:
                 self._timed(r, on(self.timed_set(scale)), tile, epilogue, min_reps, phase, scale)
         except cuda_errors as e:
