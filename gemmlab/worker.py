@@ -228,7 +228,7 @@ class Isolated:
 class GpuJobs:
     """Runs in the worker: one set of inputs (Problem), then cuBLAS or a variant per request.
 
-    Requests: ("bandwidth",), ("occupancy",), ("cublas", reps) and ("run", kernel, reps, timed),
+    Requests: ("bandwidth",), ("occupancy",), ("pcie", sizes, reps), ("cublas", reps) and ("run", kernel, reps, timed),
     where `kernel` is a kernel.Kernel: the parent renders and compiles (no GPU needed), the worker
     loads the cubin."""
 
@@ -253,6 +253,10 @@ class GpuJobs:
         if request[0] == "occupancy":  # bandwidth against forced warps per SM
             from .gpu.occupancy import measure
             return measure(self.phase)
+        if request[0] == "pcie":  # host <-> device copies: ("pcie", sizes, reps) -> (rows, NVML's link)
+            from .gpu import pcie
+            rows = pcie.measure(request[1], request[2], phase=self.phase)
+            return rows, pcie.link()  # read just after the copies: an idle link may sit at a lower generation
         if request[0] == "bandwidth":  # for the roofline: device-to-device copy, bytes/s
             from .gpu.device import measure_copy_bandwidth
             self.phase("measure the copy bandwidth")

@@ -1,4 +1,4 @@
-"""The commands that measure across shapes and the machine: suite, scaling, occupancy, profile."""
+"""The commands that measure across shapes and the machine: suite, scaling, occupancy, pcie, profile."""
 
 from __future__ import annotations
 
@@ -111,6 +111,34 @@ def occupancy(plot_path, as_json, as_csv):
                     f"memory latency is about {law['latency_ns']:.0f} ns; {peak / 1e12:.2f} TB/s then needs "
                     f"{law['bytes_in_flight'] / 2**20:.1f} MiB in flight: about {law['warps_per_sm_needed']} warps per SM.")
     _plot("occupancy_plot", doc, plot_path)
+
+
+@cli.command()
+@click.option("--min-size", default="1KB", show_default=True, help="The smallest copy (bytes, or with KB, MB, GB: 1 KB = 1024 bytes).")
+@click.option("--max-size", default="1GB", show_default=True, help="The largest copy.")
+@click.option("--factor", type=click.Choice(["2", "4"]), default="4", show_default=True, help="Each size is the last times this.")
+@click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Timed copies per size (their median is kept).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the results here as JSON (a new file).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Also draw GB/s against size, with the PCIe link's rate (PNG).")
+@output_options
+def pcie(min_size, max_size, factor, reps, out_path, plot_path, as_json, as_csv):
+    """Host-to-device and device-to-host copy rates, pageable and pinned, over sizes, against the PCIe link's rate."""
+    from ..files import write_atomic
+    from ..gpu import pcie as pc
+    from ..present.export import dump
+    from ..present.pcie_tables import pcie_view
+    fmt = output_format(as_json, as_csv)
+    sizes = pc.sizes(pc.parse_size(min_size), pc.parse_size(max_size), int(factor))
+    out_path, plot_path = new_file(out_path, "--out"), new_file(plot_path, "--plot")
+    dev, (measured, found) = _on_gpu(("pcie", sizes, reps), "host <-> device copies")
+    link = pc.link_doc(found)
+    rows = pc.rows_with_link(measured, link["rate_gbs"])
+    doc = dict(records.meta("pcie", dev), reps=reps, link=link, rows=rows, plateau=pc.plateau(rows, link["rate_gbs"]))
+    if out_path:
+        write_atomic(out_path, dump(doc))
+    _print_rows(doc, rows, fmt, lambda: pcie_view(doc))
+    _plot("pcie_plot", doc, plot_path)
 
 
 @cli.command("profile")

@@ -7,6 +7,7 @@ from ..results.records import failure_text, params_text
 from .fit import fmt, speedup_text
 from .dist_tables import dist_markdown, dist_table
 from .lab_tables import occupancy_table, scaling_table, suite_view
+from .pcie_tables import pcie_markdown, pcie_view
 
 
 def findings_markdown(found: dict) -> str:
@@ -63,7 +64,8 @@ def occupancy_markdown(doc: dict) -> str:
 
 # Saved documents of the commands whose rows are not a ladder's: `gemmlab report` shows them as the command did.
 VIEWS = {"suite": (suite_view, suite_markdown), "scaling": (scaling_table, scaling_markdown),
-         "occupancy": (occupancy_table, occupancy_markdown), "dist": (dist_table, dist_markdown)}
+         "occupancy": (occupancy_table, occupancy_markdown), "dist": (dist_table, dist_markdown),
+         "pcie": (pcie_view, pcie_markdown)}
 
 
 def markdown(doc: dict) -> str:

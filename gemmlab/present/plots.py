@@ -5,6 +5,7 @@ drawn and tested on a CPU from recorded results.
   bars for a grid of several), cuBLAS as a dashed line.
 - scaling_plot: GFLOP/s against the size for variants, cuBLAS and the CPU numpy baseline.
 - occupancy_plot: copy bandwidth against warps per SM, with Little's law's estimate.
+- pcie_plot: host <-> device copy rate against size, pageable and pinned, with the PCIe link's rate.
 - roofline_plot: the device's ceilings (FP32 peak, copy bandwidth x intensity) with every result of
   a `gemmlab suite` as a point at its shape's arithmetic intensity.
 """
@@ -194,3 +195,28 @@ def dist_plot(docs, path: Path) -> None:
 def _series(r: dict) -> str:
     name = f"{r['schedule']}, {r['kernel']}"
     return name + (" (overlap)" if r.get("overlap") else "")
+
+
+def pcie_plot(doc: dict, path: Path) -> None:
+    """`gemmlab pcie`: GB/s against the copy's size (log 2), one line per direction and host memory, and
+    the PCIe link's rate as a dashed line (or a note that it is unknown)."""
+    from .pcie_tables import SERIES, by_size, link_text
+    plt = _pyplot()
+    rows = by_size(doc)
+    if not rows:
+        raise GemmlabError("the pcie result has no rows: there is nothing to plot")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for d, m in SERIES:
+        pts = [(r["bytes"], r[(d, m)]) for r in rows if r.get((d, m))]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if m == "pinned" else "s--", label=f"{d} {m}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([r["bytes"] for r in rows], [r["size"] for r in rows], rotation=45, fontsize=7)
+    rate = (doc.get("link") or {}).get("rate_gbs")
+    if rate:
+        ax.axhline(rate, color="black", linestyle=":", label=f"link: {rate:.1f} GB/s ({doc['link']['how'].split(':')[0]})")
+        ax.axhline(0.9 * rate, color="gray", linestyle=":", linewidth=0.8, label="90% of the link")
+    else:
+        ax.text(0.02, 0.95, link_text(doc), transform=ax.transAxes, fontsize=8, va="top")
+    ax.set_ylim(bottom=0)
+    _finish(fig, ax, path, f"host <-> device copies on {doc.get('device', {}).get('name', '?')} "
+            f"({doc.get('date', '')[:10]})", "bytes per copy", "GB/s", legend_size=7)
