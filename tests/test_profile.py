@@ -95,3 +95,68 @@ def test_scaling_plot_and_table(tmp_path):
 def test_scaling_bad_sizes():
     assert invoke("scaling", "--sizes", "a,b").exit_code == 1
     assert "positive" in invoke("scaling", "--sizes", "0").output
+
+
+def _transpose_csv(conflicts_ld: int, wavefronts_ld: int) -> str:
+    """ncu's CSV for one launch of `transpose` (as --csv prints it), with the shared-memory counts given."""
+    head = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",' \
+           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+    values = {"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": conflicts_ld,
+              "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": 0,
+              "smsp__inst_executed_op_shared_ld.sum": 262144, "smsp__inst_executed_op_shared_st.sum": 262144,
+              "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": wavefronts_ld,
+              "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum": 262144}
+    rows = "".join(f'"0","1","python3","h","transpose","1","7","(32, 8, 1)","(256, 256, 1)","0","9.0",'
+                   f'"Command line profiler metrics","{m}","","{v:,}"\n' for m, v in values.items())
+    return "==PROF== Connected to process 1\n" + head + rows
+
+
+def test_shared_memory_counts_are_per_request_for_a_problem_kernel():
+    metrics = profile.parse(_transpose_csv(262144 * 31, 262144 * 32), kernel="transpose")
+    assert profile.parse(_transpose_csv(0, 0)) == {}  # the gemm filter sees no gemm launch here
+    rows, _ = profile.summary(metrics)
+    per = {label: value for label, value, unit in rows if unit == "per request"}
+    assert per == {"shared-load bank conflicts per request": 31.0, "shared-store bank conflicts per request": 0.0,
+                   "shared-load wavefronts per request": 32.0, "shared-store wavefronts per request": 1.0}
+    assert profile.command("/x/ncu", ["--variant", "smem_tile"], "transpose")[3] == "regex:^transpose$"
+
+
+def test_profile_of_a_transpose_rung_runs_its_kernel_at_the_problems_shape(monkeypatch, tmp_path):
+    asked = []
+
+    def fake(args, kernel="gemm"):
+        asked.append((args, kernel))
+        metrics = profile.parse(_transpose_csv(0 if "padded_tile" in args else 262144 * 31,
+                                               262144 if "padded_tile" in args else 262144 * 32), kernel)
+        rows, stalls = profile.summary(metrics)
+        return {"command": "ncu ...", "metrics": [{"metric": m, "value": v, "unit": u} for m, v, u in rows],
+                "stalls": [], "run_exit_status": 0}
+    monkeypatch.setattr(profile, "profile", fake)
+    files = []
+    for v in ("smem_tile", "padded_tile"):
+        r = invoke("profile", "--problem", "transpose", "--variant", v, "--json")
+        assert r.exit_code == 0, r.output
+        files.append(tmp_path / f"{v}.json")
+        files[-1].write_text(r.stdout)
+    assert asked[0] == (["--variant", "smem_tile", "-N", "8192", "-M", "8192", "--timeout", "600", "-p", "ROWS=8"],
+                        "transpose")
+    md = invoke("report", "--markdown", *files).stdout.splitlines()
+    assert md[0] == "| metric | smem_tile ROWS=8 | padded_tile ROWS=8 |"
+    assert "| shared-load bank conflicts per request | 31.00 | 0.00 |" in md
+    assert "| shared-load wavefronts per request | 32.00 | 1.00 |" in md
+    assert "| shared-load requests | 262,144 | 262,144 |" in md
+    invoke("profile", "--variant", "shfl", "--size", "1000", "--inputs", "small integers")
+    assert asked[-1] == (["--variant", "shfl", "-N", "1000", "--inputs", "small integers", "--timeout", "600",
+                          "-p", "BLOCK=256", "-p", "VEC=4"], "reduce")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--problem", "reduce", "--variant", "smem_tile"], "error: variant 'smem_tile' computes transpose, not reduce"),
+    (["--variant", "smem_tile", "-K", "5"], "error: transpose has no K: give --size or -N and -M"),
+    (["--variant", "tiled", "--inputs", "skewed"], "error: --inputs chooses the input set of a problem other than gemm"),
+    (["--variant", "shfl", "--inputs", "skewed"], "error: reduce has no input set 'skewed'"),
+])
+def test_bad_profile_input_for_a_problem_is_one_line_before_ncu(monkeypatch, args, message):
+    monkeypatch.setattr(profile, "profile", lambda *a, **k: pytest.fail("ncu must not run"))
+    r = invoke("profile", *args)
+    assert r.exit_code == 1 and r.output.startswith(message), r.output

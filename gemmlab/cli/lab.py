@@ -14,9 +14,10 @@ from ..jobs import DEFAULT_TIMEOUT_S
 from ..present import lab_tables
 from ..results import records
 from ..templates import show_value
+from .problems import problem_options
 from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, cli, dtype_option, err,
                      gpus_option, kernels_dir_option, make_shape, names_list, out, output_format, output_options, overrides,
-                     out_dtype_option, param_options, rounds_option)
+                     out_dtype_option, param_options, refs_option, rounds_option)
 
 
 @cli.command()
@@ -37,12 +38,13 @@ from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, 
               help="Seconds a job may go without progress before it is marked TIMEOUT.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="Also write the results here as JSON (a new file).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the roofline with every result (PNG).")
+@refs_option
 @gpus_option
 @output_options
 @kernels_dir_option
 @click.pass_context
 def suite(ctx, variants, shapes, random_, only, dtype, out_dtype, reps, rounds, seed, timeout, out_path, plot_path,
-          gpus, as_json, as_csv, kernels_dirs):
+          refs, gpus, as_json, as_csv, kernels_dirs):
     """A suite of shapes against cuBLAS (default: the MIT 6.S894 lab's 12): roofline bound, % of it, x
     cuBLAS, the course's targets; per variant the geometric mean, minimum and share at or above cuBLAS."""
     fmt = output_format(as_json, as_csv)
@@ -50,7 +52,8 @@ def suite(ctx, variants, shapes, random_, only, dtype, out_dtype, reps, rounds, 
     with _reporter() as reporter:
         rs = api.suite(names_list(variants, "--variants"), None if only is None else names_list(only, "--only"),
                        shapes=shapes, random=random_, dtype=dtype, out_dtype=out_dtype, reps=reps, rounds=rounds,
-                       seed=seed, timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus)
+                       seed=seed, timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus,
+                       refs=refs)
     doc = rs.to_json()
     _print_rows(doc, doc["rows"], fmt, rs.table)  # the table, and the summary per variant under it
     _plot("roofline_plot", doc, plot_path)
@@ -144,26 +147,42 @@ def pcie(min_size, max_size, factor, reps, out_path, plot_path, as_json, as_csv)
 @cli.command("profile")
 @click.option("--variant", "-v", "name", required=True, help="The variant to profile.")
 @param_options
-@click.option("--size", type=click.IntRange(min=1), default=4096, show_default=True, help="M = N = K.")
+@click.option("--size", type=click.IntRange(min=1), help="M = N = K (default 4096); another problem's n, or its "
+                                                          "matrix's side (default: the problem's own).")
 @click.option("-M", "m", type=click.IntRange(min=1), help="M (overrides --size).")
 @click.option("-N", "n", type=click.IntRange(min=1), help="N (overrides --size).")
 @click.option("-K", "k", type=click.IntRange(min=1), help="K (overrides --size).")
 @output_options
 @dtype_option
+@problem_options
 @kernels_dir_option
-def profile_cmd(name, tile, reg, raw_params, size, m, n, k, dtype, as_json, as_csv, kernels_dirs):
-    """One launch of a variant under ncu: throughput, occupancy, bank conflicts, stalls, DRAM bytes."""
+def profile_cmd(name, tile, reg, raw_params, size, m, n, k, dtype, problem, inputs, as_json, as_csv, kernels_dirs):
+    """One launch of a variant under ncu: throughput, occupancy, bank conflicts (per request too), stalls, DRAM bytes."""
+    from .. import problems
     from ..profile import profile
     fmt = output_format(as_json, as_csv)
     v = catalog(kernels_dirs).get(name)
+    if problem is not None and problems.check_name(problem) != v.problem:
+        raise GemmlabError(f"variant '{v.name}' computes {v.problem}, not {problem}")
     params = v.resolve(v.for_dtype(dtype, overrides(tile, reg, raw_params)))  # bad input fails here, not under ncu
-    shape = make_shape(size, m, n, k)
-    args = ["--variant", v.name, "-M", str(shape.M), "-N", str(shape.N), "-K", str(shape.K), "--timeout", "600"]
-    args += [a for kv in params.items() for a in ("-p", f"{kv[0]}={show_value(kv[1])}")]
+    if v.problem == "gemm":
+        if inputs is not None:
+            raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
+        shape = make_shape(size or 4096, m, n, k)
+        args = ["--variant", v.name, "-M", str(shape.M), "-N", str(shape.N), "-K", str(shape.K)]
+    else:
+        decl = problems.get(v.problem)
+        if k not in (None, 1):
+            raise GemmlabError(f"{v.problem} has no K: give --size or -N" + ("" if decl.vector else " and -M"))
+        shape = decl.shape(size=size, M=m, N=n)
+        decl.input_set(inputs)  # an unknown set is one error here
+        args = ["--variant", v.name, "-N", str(shape.N)] + ([] if decl.vector else ["-M", str(shape.M)])
+        args += ["--inputs", inputs] if inputs else []
+    args += ["--timeout", "600"] + [a for kv in params.items() for a in ("-p", f"{kv[0]}={show_value(kv[1])}")]
     args += [a for d in kernels_dirs for a in ("--kernels-dir", str(d))]
     with _spinner() as progress:
         progress.add_task(f"ncu: {v.name} {records.params_text(params)} at {shape}")
-        found = profile(args)
+        found = profile(args, kernel=v.entry)
     found.update(variant=v.name, params=params, shape={"M": shape.M, "N": shape.N, "K": shape.K})
     _print_rows(found, found["metrics"] + [dict(metric="stall: " + s["reason"], value=s["cycles_per_instruction"],
                                                 unit="cycles/instruction") for s in found["stalls"]],

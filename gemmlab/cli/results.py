@@ -44,10 +44,13 @@ def report_cmd(files, as_markdown, versus, plot_path, as_json, as_csv):
                 for r in (d.get("rows", d.get("findings")) or ([d] if _is_device(d) else d.get("metrics", [])))]
         _print_rows(docs[0] if len(docs) == 1 else docs, rows, fmt, None)
         return
+    if as_markdown and all(_is_profile(d) for d in docs):  # ncu's metrics side by side, one column a file
+        click.echo(markdown.profile_markdown(docs))
+        return
     for doc in docs:
         if _is_device(doc) or _is_profile(doc):
             if as_markdown:
-                raise GemmlabError("--markdown is for results tables; a device or profile file has none")
+                raise GemmlabError("--markdown is for results tables; a device file has none (profile files: give only those)")
             out().print(tables.device_table(doc) if _is_device(doc) else lab_tables.profile_table(doc))
         elif "findings" in doc:  # a `run --sanitize --json` document
             click.echo(markdown.findings_markdown(doc)) if as_markdown else out().print(tables.findings_table(doc))

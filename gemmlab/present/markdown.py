@@ -62,6 +62,24 @@ def occupancy_markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def profile_markdown(docs: list[dict]) -> str:
+    """Saved `profile --json` documents side by side: one row per metric (in the first one's order), one
+    column per document, headed by its variant and parameters."""
+    def cell(v) -> str:
+        if not isinstance(v, (int, float)):
+            return str(v)
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.2f}"
+    heads = [f"{d['variant']} {params_text(d.get('params') or {})}".strip() for d in docs]
+    values = [{m["metric"]: m for m in d["metrics"]} for d in docs]
+    names = list(dict.fromkeys(m["metric"] for d in docs for m in d["metrics"]))
+    lines = ["| metric | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(docs)]
+    for name in names:
+        unit = next(v[name]["unit"] for v in values if name in v)
+        label = name if not unit or unit in name else f"{name} ({unit})"
+        lines.append(f"| {label} | " + " | ".join(cell(v[name]["value"]) if name in v else "-" for v in values) + " |")
+    return "\n".join(lines)
+
+
 # Saved documents of the commands whose rows are not a ladder's: `gemmlab report` shows them as the command did.
 VIEWS = {"suite": (suite_view, suite_markdown), "scaling": (scaling_table, scaling_markdown),
          "occupancy": (occupancy_table, occupancy_markdown), "dist": (dist_table, dist_markdown),
