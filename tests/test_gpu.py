@@ -28,13 +28,13 @@ SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (257, 136
 
 @pytest.fixture(scope="module")
 def problems():
-    """Problem(shape, dtype), made when first asked for and kept for the module."""
+    """Problem(shape, dtype, out_dtype), made when first asked for and kept for the module."""
     made = {}
 
-    def get(shape, dtype):
-        if (shape, dtype) not in made:
-            made[(shape, dtype)] = Problem(Shape(*shape), dtype=dtype)
-        return made[(shape, dtype)]
+    def get(shape, dtype, out_dtype="fp32"):
+        if (shape, dtype, out_dtype) not in made:
+            made[(shape, dtype, out_dtype)] = Problem(Shape(*shape), dtype=dtype, out_dtype=out_dtype)
+        return made[(shape, dtype, out_dtype)]
     return get
 
 
@@ -57,7 +57,7 @@ def test_every_config_is_correct(name, params, problems):
     shapes = [s for s in SHAPES if runnable(v, params, s)]
     assert len(shapes) >= 3
     for shape in shapes:
-        r = problems(shape, v.dtype(params)).run(compiled, timed=False)
+        r = problems(shape, v.dtype(params), v.out_dtype(params)).run(compiled, timed=False)
         assert r.error is None, r.error
         assert r.check.unwritten == 0, f"{name} {params} {shape}: {r.check.unwritten} outputs not written"
         assert r.check.passed, f"{name} {params} {shape}: rel err {r.check.rel_err:.2e}"

@@ -144,10 +144,24 @@ def test_up_to_4_rows_of_c_take_gemv(shape, params):
     ((10, 72, 100001), {"BM": 64, "BN": 64, "WM": 32, "WN": 64, "SPLIT_K": 64}, "2 tiles of 64 x 64, K in 64 slices"),
 ])
 def test_unaligned_shapes_take_mma_with_tiles_and_slices_enough(shape, params, why):
-    for dtype in ("bf16", "fp16", "tf32"):
+    """mma for TF32, and for the 16-bit types up to 128 rows of C (more take wgmma_ws, below)."""
+    assert tuning.mma_rule(Shape(*shape), 132) == ("mma", params, "K or N is not a multiple of 16 bytes: "
+                                                   "cp.async (TMA cannot read the rows), " + why)
+    for dtype in ("bf16", "fp16", "tf32") if shape[0] <= 128 else ("tf32",):
         name, overrides, reason = tuning.tensor_rule(Shape(*shape), dtype, 132)
         assert (name, overrides) == ("mma", params)
         assert reason == "K or N is not a multiple of 16 bytes: cp.async (TMA cannot read the rows), " + why
+
+
+@pytest.mark.parametrize("shape", [(129, 5001, 2048), (3079, 6638, 627), (1000, 1201, 4097), (300, 1001, 96),
+                                   (4096, 4096, 4095)])
+def test_unaligned_shapes_of_more_than_128_rows_take_wgmma_ws_on_aligned_copies(shape):
+    for dtype in ("bf16", "fp16"):
+        name, overrides, reason = tuning.tensor_rule(Shape(*shape), dtype, 132)
+        assert (name, overrides) == ("wgmma_ws", {})
+        assert reason.startswith("K or N is not a multiple of 16 bytes: A or B copied to aligned rows for TMA")
+    assert tuning.tensor_rule(Shape(128, 5001, 2048), "bf16", 132)[0] == "mma"
+    assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[0] == "mma"
 
 
 def test_keys():
