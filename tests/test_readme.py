@@ -211,3 +211,24 @@ def test_ladder_numbers_follow_from_the_measured_times(name):
         assert want in lines, f"{LADDER_TABLES[name]} has no row {want}"
         if r["variant"] != "cuBLAS":
             prev = r["ms"]
+
+
+PROBLEM_RESULTS = ["h100-problem-copy.json", "h100-problem-transpose.json", "h100-problem-reduce.json",
+                   "h100-problem-scan.json", "h100-problem-histogram.json", "h100-problem-histogram-skewed.json"]
+
+
+@pytest.mark.parametrize("name", PROBLEM_RESULTS)
+def test_problem_tables_are_the_committed_results(name):
+    """docs/problems.md: each ladder as `gemmlab report --markdown` prints its committed result."""
+    doc = load(name)
+    assert doc["problem"] in name and all(r["status"] == "PASS" for r in doc["rows"])
+    text = page("docs/problems.md")
+    assert table(name) in text, f"paste `gemmlab report --markdown benchmarks/{name}` into docs/problems.md"
+    assert f"commit `{doc['commit']}`" in text and stamp(doc, commit=False).split(", ")[1] in text
+
+
+def test_the_best_rung_of_each_problem_is_one_row_of_its_result():
+    best = gemmlab("report", "--best", *(BENCH / n for n in PROBLEM_RESULTS)).splitlines()
+    assert best[0] == "| problem | size | best rung | ms | GB/s | % of copy | x cupy |" and len(best) == 2 + len(PROBLEM_RESULTS)
+    assert best[3] == "| transpose | 16384 x 16384 | vec_tile | 0.778 | 2,760 | 91.8 | 2.97 |"
+    assert best[-1].startswith("| histogram (skewed) | n = 268,435,456 | shared_atomic |")

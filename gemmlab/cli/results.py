@@ -17,10 +17,11 @@ from .common import (_is_device, _is_profile, _load_results, _plot, _print_rows,
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the README's markdown table instead.")
 @click.option("--versus", metavar="VARIANT", help="One markdown table of VARIANT against cuBLAS over all the files.")
+@click.option("--best", is_flag=True, help="Problems besides GEMM: one markdown table, each file's fastest rung against cupy.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="`dist` files: one plot of time against GPUs over all of them (PNG, SVG or PDF by suffix).")
 @output_options
-def report_cmd(files, as_markdown, versus, plot_path, as_json, as_csv):
+def report_cmd(files, as_markdown, versus, best, plot_path, as_json, as_csv):
     """Show saved `--json` results again (of any command that writes them): as tables, markdown, or all
     their rows as JSON or CSV."""
     fmt = output_format(as_json, as_csv, as_markdown)
@@ -29,6 +30,14 @@ def report_cmd(files, as_markdown, versus, plot_path, as_json, as_csv):
         if any(d.get("command") != "dist" for d in docs):
             raise GemmlabError("--plot draws time against GPUs from `gemmlab dist --json` files; not all of these are")
         _plot("dist_plot", docs, new_file(plot_path, "--plot"))
+    if best:
+        if fmt in ("json", "csv") or versus:
+            raise GemmlabError(f"--best prints a markdown table; it does not go with {'--versus' if versus else '--' + fmt}")
+        if any(not d.get("problem") for d in docs):
+            raise GemmlabError("--best needs `compare --problem ... --json` files of problems besides gemm")
+        from ..present.problem_tables import best_markdown
+        click.echo(best_markdown(docs))
+        return
     if versus:
         if fmt in ("json", "csv"):
             raise GemmlabError(f"--versus prints a markdown table; it does not go with --{fmt}")
@@ -59,6 +68,9 @@ def report_cmd(files, as_markdown, versus, plot_path, as_json, as_csv):
             click.echo(md(doc)) if as_markdown else out().print(table(doc))
         elif as_markdown:
             click.echo(markdown.markdown(doc))
+        elif doc.get("problem"):
+            from ..present.problem_tables import problem_table
+            out().print(problem_table(doc, speedups=bool(doc["rows"]) and "speedup_prev" in doc["rows"][0]))
         else:
             rows = doc["rows"]
             out().print(tables.results_table(rows, tables.title_for(doc),

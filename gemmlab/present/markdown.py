@@ -8,6 +8,7 @@ from .fit import fmt, speedup_text
 from .dist_tables import dist_markdown, dist_table
 from .lab_tables import occupancy_table, scaling_table, suite_view
 from .pcie_tables import pcie_markdown, pcie_view
+from .problem_tables import problem_markdown
 
 
 def findings_markdown(found: dict) -> str:
@@ -87,7 +88,9 @@ VIEWS = {"suite": (suite_view, suite_markdown), "scaling": (scaling_table, scali
 
 
 def markdown(doc: dict) -> str:
-    """The README's ladder table from a saved `compare --json` document."""
+    """The README's ladder table from a saved `compare --json` document (another problem's: its own)."""
+    if doc.get("problem"):
+        return problem_markdown(doc)
     lines = [f"| variant | params | ms | TFLOP/s | % of {doc.get('dtype', 'fp32').upper()} peak | % of cuBLAS | x previous |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in doc["rows"]:

@@ -53,3 +53,36 @@ def problem_table(doc: dict, speedups: bool = False) -> FitTable:
     if any("vs_last" in r for r in rows):
         flags.add("deltas")
     return FitTable(title(doc), PROBLEM_COLUMNS, rows, flags, row_style=lambda r: "red" if r["status"] in BAD else None)
+
+
+def _name(r: dict) -> str:
+    """A row's name in markdown: a rung's, or the reference's with the call it times."""
+    return f"{r['variant']} ({r['source']})" if r["variant"] == "cupy" and r.get("source") else r["variant"]
+
+
+def problem_markdown(doc: dict) -> str:
+    """docs/problems.md's table of one saved `compare --problem ... --json` document."""
+    lines = ["| variant | params | ms | GB/s | % of copy | x cupy |", "|---|---|---:|---:|---:|---:|"]
+    for r in doc["rows"]:
+        if r["status"] != "PASS":
+            lines.append(f"| {_name(r)} | {params_text(r['params'])} | **{r['status']}** | | | |")
+            continue
+        lines.append(f"| {_name(r)} | {params_text(r['params'])} | {r['ms']:.3f} | {fmt(r.get('gbs'), ',.0f')} | "
+                     f"{fmt(r.get('pct_copy'), '.1f')} | {fmt(_x_ref(r), '.2f')} |")
+    return "\n".join(lines)
+
+
+def best_markdown(docs: list[dict]) -> str:
+    """One row per saved problem document: its fastest passing rung, against the copy bandwidth and the
+    cupy reference of the same run (the README's table)."""
+    lines = ["| problem | size | best rung | ms | GB/s | % of copy | x cupy |", "|---|---|---|---:|---:|---:|---:|"]
+    for doc in docs:
+        rungs = [r for r in doc["rows"] if r["variant"] != "cupy" and r["status"] == "PASS" and r.get("ms")]
+        what = doc["problem"] + (f" ({doc['inputs']})" if doc.get("inputs") else "")
+        if not rungs:
+            lines.append(f"| {what} | {shape_text(doc)} | none passed | | | | |")
+            continue
+        r = min(rungs, key=lambda r: r["ms"])
+        lines.append(f"| {what} | {shape_text(doc)} | {r['variant']} | {r['ms']:.3f} | {fmt(r.get('gbs'), ',.0f')} | "
+                     f"{fmt(r.get('pct_copy'), '.1f')} | {fmt(_x_ref(r), '.2f')} |")
+    return "\n".join(lines)
