@@ -123,7 +123,8 @@ def _gpus(gpus) -> int:
     return gpus
 
 
-def _options(dtype, reps, rounds, seed, check, timeout, gpus=1, out_dtype=None):
+def _options(dtype, reps, rounds, seed, check, timeout, gpus=1, out_dtype=None, refs=None):
+    from .gpu.references import parse
     from .jobs import Options
     if check not in ("cupy", "fp64"):
         raise GemmlabError(f"check is 'cupy' or 'fp64', not {check!r}")
@@ -133,7 +134,17 @@ def _options(dtype, reps, rounds, seed, check, timeout, gpus=1, out_dtype=None):
     if not timeout > 0 or timeout == float("inf"):
         raise GemmlabError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
     return Options(reps=reps, seed=seed, fp64_check=check == "fp64", dtype=dtype or "fp32", timeout=timeout,
-                   rounds=rounds, gpus=_gpus(gpus), out_dtype=out_dtype or "fp32")
+                   rounds=rounds, gpus=_gpus(gpus), out_dtype=out_dtype or "fp32", refs=parse(refs))
+
+
+def _refs_argv(opts) -> list[str]:
+    return ["--refs", ",".join(r.lower() for r in opts.refs)] if opts.refs else []
+
+
+def _gemm_refs(opts) -> None:
+    """References beside cuBLAS are GEMM's: another problem refuses them."""
+    if opts.refs and opts.problem != "gemm":
+        raise GemmlabError(f"--refs adds GEMM references beside cuBLAS; {opts.problem} has none")
 
 
 def _variant(cat: Catalog, v) -> Variant:
@@ -151,7 +162,7 @@ def _argv(command: str, shape, opts, doc: dict, kernels_dirs, extra: list[str]) 
     argv += ["--gpus", str(opts.gpus)] if opts.gpus != 1 else []
     argv += ["--problem", opts.problem] if opts.problem != "gemm" else []
     argv += ["--inputs", opts.inputs] if opts.inputs else []
-    return argv + _dirs_argv(kernels_dirs)
+    return argv + _refs_argv(opts) + _dirs_argv(kernels_dirs)
 
 
 def _dirs_argv(kernels_dirs) -> list[str]:
@@ -186,17 +197,21 @@ class _Progress:
 def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096, *, dtype: str | None = None,
         reps: int = 10, rounds: int = 1, seed: int | None = None, check: str = "cupy", timeout: float = 60.0,
         cublas: bool = True, out: str | Path | None = None, kernels_dirs=(), record: bool = True, progress=True,
-        problem: str | None = None, inputs: str | None = None, out_dtype: str | None = None):
+        problem: str | None = None, inputs: str | None = None, out_dtype: str | None = None, refs=None):
     """Check one variant at `params` against cupy.matmul element by element, then time it, with cuBLAS
-    beside it (`gemmlab run`). variant "auto" chooses the FP32 kernel and its parameters for the shape.
+    beside it (`gemmlab run`); refs ("cublaslt,triton", or a list) adds those reference rows, checked and
+    timed as cuBLAS's (gemmlab/gpu/references.py; one whose package is missing is a note, not a row).
+    variant "auto" chooses the FP32 kernel and its parameters for the shape.
     A ResultSet: the kernel's row, then cuBLAS's. A variant of another problem (problem: its name, or
     the one its header says; gemmlab/problems/) runs beside that problem's cupy reference instead, on
     `shape` as that problem reads it (n elements, or M x N), timing the input set `inputs`."""
     from . import measure
     from .present.resultset import ResultSet
-    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, out_dtype=out_dtype)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, out_dtype=out_dtype,
+                                                refs=refs)
     named = [] if not isinstance(variant, Variant) and variant == "auto" else [_variant(cat, variant)]
     opts.problem, opts.inputs = _problem(cat, problem, named), inputs
+    _gemm_refs(opts)
     shape = _problem_shape(opts.problem, shape)
     if opts.problem != "gemm" and not named:
         raise GemmlabError(f"--variant auto chooses GEMM kernels; name a {opts.problem} variant",
@@ -224,19 +239,20 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
 def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
             seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
             kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, problem: str | None = None,
-            inputs: str | None = None, out_dtype: str | None = None):
+            inputs: str | None = None, out_dtype: str | None = None, refs=None):
     """The variants (names or Variants; default: the ladder of the input type, or of `problem`) at their defaults, with
-    cuBLAS, and speed-ups rung over rung (`gemmlab compare`). dtype defaults to the first variant's first
+    cuBLAS (and the reference rows of `refs`, as run's), and speed-ups rung over rung (`gemmlab compare`). dtype defaults to the first variant's first
     input type, else fp32; out_dtype (C's type) to fp32, and the ladder of a 16-bit C is the rungs that
     write one. gpus: one worker per GPU of this host (None: all), each job timed alone on its own."""
     from . import measure
     from .present.resultset import ResultSet
-    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, gpus, out_dtype)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, gpus, out_dtype, refs)
     out = new_file(out, "--out")
     if isinstance(variants, (str, Variant)):
         variants = [variants]
     named = [_variant(cat, x) for x in variants] if variants is not None else []
     opts.problem, opts.inputs = _problem(cat, problem, named), inputs
+    _gemm_refs(opts)
     shape = _problem_shape(opts.problem, shape)
     if inputs is not None and opts.problem == "gemm":
         raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
@@ -302,8 +318,9 @@ def _shapes_variants(cat: Catalog, variants) -> tuple[bool, list[Variant]]:
 
 def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | None = None, dtype: str | None = None,
           reps: int = 10, rounds: int = 1, seed: int | None = None, timeout: float = 60.0, out: str | Path | None = None,
-          kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, out_dtype: str | None = None):
-    """A suite of shapes with auto and/or the named variants and cuBLAS, each shape's roofline bound and
+          kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, out_dtype: str | None = None,
+          refs=None):
+    """A suite of shapes with auto and/or the named variants and cuBLAS (and the reference rows of `refs`), each shape's roofline bound and
     % of it, x cuBLAS, and per variant the geometric mean, minimum and share of shapes at or above cuBLAS
     (`gemmlab suite`). shapes: "lab" (the MIT 6.S894 lab's 12, with the course's targets), "llm"
     (Llama-3 8B and 70B) or a suite file; or random=N shapes drawn log-uniformly from `seed` (default:
@@ -322,7 +339,7 @@ def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | N
     if only is not None:
         suite_ = suite_.only([only] if isinstance(only, str) else list(only))
     dtype = dtype or suite_.dtypes[0]
-    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, "cupy", timeout, gpus, out_dtype)
+    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, "cupy", timeout, gpus, out_dtype, refs)
     auto, named = _shapes_variants(cat, variants)
     for v in named:
         v.for_dtype(dtype, None, opts.out_dtype)  # a variant without a kernel for the types: one error now
@@ -336,7 +353,7 @@ def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | N
     argv += ["--out-dtype", opts.out_dtype] if opts.out_dtype != "fp32" else []
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
     argv += ["--gpus", str(opts.gpus)] if opts.gpus != 1 else []
-    return ResultSet.of(doc, argv + _dirs_argv(kernels_dirs))
+    return ResultSet.of(doc, argv + _refs_argv(opts) + _dirs_argv(kernels_dirs))
 
 
 def scaling(variants=("auto",), sizes=(256, 512, 1024, 2048, 4096), *, numpy: bool = False, reps: int = 10,

@@ -38,6 +38,7 @@ class Options:
     gpus: int = 1  # workers, one per GPU of this host: each job is timed alone on the GPU that takes it
     problem: str = "gemm"  # what the jobs compute (gemmlab/problems/); GEMM's path is gpu/problem.py
     inputs: str | None = None  # the input set a problem other than GEMM times (None: its first)
+    refs: tuple = ()  # reference rows beside cuBLAS's (gpu/references.py: "cuBLASLt", "Triton"), GEMM only
 
 
 def setup(shape: Shape, seed: int, opts: Options) -> tuple:
@@ -78,6 +79,8 @@ class _Entry:
     results: list = field(default_factory=list)
     row: dict | None = None
     gpu: int | None = None  # the GPU that measured it, where there were several
+    ref: str | None = None  # a reference row beside cuBLAS's (gpu/references.py), not a job
+    skipped: str | None = None  # a reference that cannot be had here: why (a note, no row)
 
 
 def merge_rounds(results: list[Result]) -> Result:
@@ -122,13 +125,18 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
     alike. A job that fails a round is not measured again. Rows are final after their last round.
 
     With opts.gpus > 1, one worker per GPU (each with the same inputs, from the same seed): cuBLAS on
-    the first, then every job on the next GPU that is free, timed alone there (see _on_gpus)."""
+    the first, then every job on the next GPU that is free, timed alone there (see _on_gpus).
+
+    opts.refs: reference rows (cuBLASLt, Triton: gpu/references.py) measured as cuBLAS is, after it in
+    every round, their rows before cuBLAS's; one that cannot be had here has no row, and the document's
+    "notes" say why."""
     if opts.gpus > 1:
         return _on_gpus(command, jobs, shape, opts, with_cublas, keep_going, on_phase, on_row, handler)
     seed = opts.seed if opts.seed is not None else fresh_seed()  # a restarted worker makes the same inputs
     on_phase = on_phase or (lambda text: None)
     on_row = on_row or (lambda doc, row: None)
     todo, cublas = [], _Entry(None, {})  # _Entry per job, in job order
+    refs = [_Entry(None, {}, ref=name) for name in opts.refs]
     with Isolated(handler, setup(shape, seed, opts), opts.timeout, on_phase) as w:
         info = w.start()  # no GPU, or no room for the inputs: a GemmlabError for the whole run
         dev = info["device"]
@@ -143,16 +151,17 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
         def measure(e: _Entry, rnd: int) -> None:
             _measure(w, e, e is cublas, dev, shape, opts, keep_going, on_phase, rnd)
 
-        def done(e: _Entry) -> bool:  # all rounds measured, or one failed
-            return len(e.results) == opts.rounds or bool(e.results) and e.results[-1].valid_time is None
+        def done(e: _Entry) -> bool:  # all rounds measured, or one failed (or a reference skipped)
+            return (e.skipped is not None or len(e.results) == opts.rounds
+                    or bool(e.results) and e.results[-1].valid_time is None)
 
         def release() -> None:  # hand on the rows that are final, cuBLAS's first (the others' % of it)
             if with_cublas and cublas.row is None:
                 if not done(cublas):
                     return
                 finish(cublas)
-            for e in todo:
-                if e.row is None and done(e):
+            for e in refs + todo:
+                if e.row is None and e.skipped is None and done(e):
                     finish(e)
 
         try:
@@ -161,7 +170,7 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
                 release()
             todo += [_Entry(v, p) for v, p in (jobs(dev) if callable(jobs) else jobs)]
             for rnd in range(opts.rounds):
-                entries = ([cublas] if with_cublas else []) + todo
+                entries = ([cublas] if with_cublas else []) + refs + todo
                 for e in (entries if rnd % 2 == 0 else entries[::-1]):
                     if len(e.results) == rnd and not done(e):
                         measure(e, rnd)
@@ -169,11 +178,19 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
         except KeyboardInterrupt:
             w.kill()  # do not wait for the job in flight
             doc["interrupted"] = True
-            for e in [cublas] + todo:  # what was measured, with the rounds it had
+            for e in [cublas] + refs + todo:  # what was measured, with the rounds it had
                 if e.row is None and e.results:
                     finish(e)
-    rows = [e.row for e in todo if e.row is not None]
+        _notes(doc, refs)
+    rows = [e.row for e in todo + refs if e.row is not None]
     return doc, rows + ([cublas.row] if cublas.row else [])
+
+
+def _notes(doc: dict, refs: list[_Entry]) -> None:
+    """The document's notes: why each reference asked for has no row."""
+    notes = [f"no {e.ref} row: {e.skipped}" for e in refs if e.skipped is not None]
+    if notes:
+        doc["notes"] = doc.get("notes", []) + notes
 
 
 def _finish(e: _Entry, cublas: _Entry, doc: dict, peak: float, on_row) -> None:
@@ -192,8 +209,11 @@ def _measure(w, e: _Entry, is_cublas: bool, dev, shape: Shape, opts: Options, ke
     """One round of one entry on worker `w`: its Result appended (a fault or, with keep_going, an error
     becomes the Result; without keep_going a job that cannot be built raises its GemmlabError)."""
     reference = "cuBLAS" if opts.problem == "gemm" else "cupy"
-    label = reference if is_cublas else f"{e.variant.name} {records.params_text(e.params)}"
+    label = reference if is_cublas else e.ref or f"{e.variant.name} {records.params_text(e.params)}"
     on_phase(label if opts.rounds == 1 else f"round {rnd + 1}/{opts.rounds}: {label}")
+    if e.ref:
+        _measure_ref(w, e, shape, opts)
+        return
     if is_cublas:
         try:
             e.results.append(w.call(("cublas", opts.reps), max(opts.timeout, SETUP_TIMEOUT_S)))  # loads cuBLAS
@@ -219,6 +239,22 @@ def _measure(w, e: _Entry, is_cublas: bool, dev, shape: Shape, opts: Options, ke
     e.results.append(result)
 
 
+def _measure_ref(w, e: _Entry, shape: Shape, opts: Options) -> None:
+    """One round of a reference row: its Result, or why it cannot be had here (e.skipped). A reference
+    never ends the run: its failure is its row's."""
+    from .gpu.references import Skipped  # (imports nothing of the GPU's)
+    try:
+        # its first round plans, autotunes or compiles (the worker says how long that may take)
+        got = w.call(("ref", e.ref, opts.reps), max(opts.timeout, SETUP_TIMEOUT_S))
+    except GemmlabError as err:
+        got = Result(e.ref, {}, shape, dtype=opts.dtype, error=str(err))
+    except Fault as f:
+        got = Result(e.ref, {}, shape, dtype=opts.dtype, fault=f.kind, error=f.message)
+    if isinstance(got, Skipped):
+        e.skipped = got.why
+    else:
+        e.results.append(got)
+
 
 def _on_gpus(command: str, jobs, shape: Shape, opts: Options, with_cublas: bool, keep_going: bool, on_phase, on_row,
              handler: str) -> tuple[dict, list[dict]]:
@@ -242,6 +278,7 @@ def _on_gpus(command: str, jobs, shape: Shape, opts: Options, with_cublas: bool,
 
     workers = [Isolated(handler, setup(shape, seed, opts), opts.timeout, phase(g), gpu=g) for g in range(opts.gpus)]
     cublas, todo, queue, failed, stop = _Entry(None, {}), [], [], [], threading.Event()
+    refs = [_Entry(None, {}, ref=name, gpu=0) for name in opts.refs]
     try:
         dev = workers[0].start()["device"]  # no GPU, or no room for the inputs: a GemmlabError for the run
         doc = _doc(command, dev, shape, seed, opts)
@@ -271,6 +308,10 @@ def _on_gpus(command: str, jobs, shape: Shape, opts: Options, with_cublas: bool,
                 cublas.gpu = 0
                 _measure(workers[0], cublas, True, dev, shape, opts, keep_going, phase(0))
                 _finish(cublas, cublas, doc, peak, told)
+            for e in refs:  # on the first GPU, after cuBLAS, before the jobs start
+                _measure(workers[0], e, False, dev, shape, opts, keep_going, phase(0))
+                if e.skipped is None:
+                    _finish(e, cublas, doc, peak, told)
             todo += [_Entry(v, p) for v, p in (jobs(dev) if callable(jobs) else jobs)]
             queue += todo
             threads = [threading.Thread(target=work, args=(g,), daemon=True) for g in range(opts.gpus)]
@@ -286,8 +327,9 @@ def _on_gpus(command: str, jobs, shape: Shape, opts: Options, with_cublas: bool,
             doc["interrupted"] = True
         if failed:
             raise failed[0]
+        _notes(doc, refs)
     finally:
         for w in workers:
             w.kill() if stop.is_set() or failed else w.close()
-    rows = [e.row for e in todo if e.row is not None]
+    rows = [e.row for e in todo + refs if e.row is not None]
     return doc, rows + ([cublas.row] if cublas.row else [])

@@ -53,9 +53,11 @@ class Recorder:
 
 def measure(command: str, jobs, shape: Shape, opts: Options, reporter: Reporter, out_path: Path | None = None,
             with_cublas: bool = True, keep_going: bool = False, total: int | None = None,
-            record: bool = True) -> tuple[dict, list[dict], Recorder]:
+            record: bool = True, said: set | None = None) -> tuple[dict, list[dict], Recorder]:
     """Check and time each (variant, params) of `jobs` (or of jobs(device)) on one set of inputs, cuBLAS
-    first, in a worker process (jobs.py). With keep_going a variant that does not build is an ERROR row."""
+    first, in a worker process (jobs.py). With keep_going a variant that does not build is an ERROR row.
+    The document's notes (a reference row that cannot be had) go to the reporter, each once (`said`: the
+    notes already given, over several calls)."""
     recorder = Recorder(out_path, reporter, record)
     reporter.total(total)
 
@@ -66,6 +68,11 @@ def measure(command: str, jobs, shape: Shape, opts: Options, reporter: Reporter,
 
     doc, rows = run_jobs(command, jobs, shape, opts, with_cublas=with_cublas, keep_going=keep_going,
                          on_phase=reporter.phase, on_row=on_row)
+    said = set() if said is None else said
+    for note in doc.get("notes", []):
+        if note not in said:
+            said.add(note)
+            reporter.note(note)
     if total is not None:
         doc["planned"] = total
     return doc, rows, recorder
@@ -164,16 +171,18 @@ def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Varia
     worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep (auto's row
     says chosen_by = "auto"); with out_path the results so far are saved after each shape. Ctrl-C stops
     after the shape in flight. The document, its rows included."""
-    doc, rows = None, []
+    doc, rows, said = None, [], set()
     for i, shape in enumerate(shapes):
         reporter.phase(f"shape {i + 1} of {len(shapes)}: {shape}")
         choose = auto_jobs(cat, shape, reporter, opts.dtype, opts.out_dtype) if auto else (lambda dev: [])
         fixed = [(v, v.resolve(v.for_dtype(opts.dtype, None, opts.out_dtype))) for v in named]
         d, got, _ = measure(command, lambda dev, choose=choose, fixed=fixed: choose(dev) + fixed,
-                            shape, opts, reporter, keep_going=True, record=record)
-        if auto and got and got[0]["variant"] != "cuBLAS":
+                            shape, opts, reporter, keep_going=True, record=record, said=said)
+        if auto and got and not metrics.is_reference(got[0]):
             got[0]["chosen_by"] = "auto"
         doc = doc or d
+        if said - set(doc.get("notes", [])):  # each note once, from whichever shape gave it
+            doc["notes"] = doc.get("notes", []) + sorted(said - set(doc.get("notes", [])))
         rows += add(shape, d, got)
         if d.get("interrupted"):
             doc["interrupted"] = True

@@ -149,7 +149,7 @@ def annotate(row: dict, entry: Entry, peak_flops: float, bandwidth: float, cubla
                                                   cublas_tflops))
     pct_bound = row["pct_bound"]
     row.update(target_pct=target,
-               met=None if target is None or row["variant"] == "cuBLAS" else bool(pct_bound and pct_bound >= target))
+               met=None if target is None or metrics.is_reference(row) else bool(pct_bound and pct_bound >= target))
     return row
 
 

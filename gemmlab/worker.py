@@ -228,7 +228,7 @@ class Isolated:
 class GpuJobs:
     """Runs in the worker: one set of inputs (Problem), then cuBLAS or a variant per request.
 
-    Requests: ("bandwidth",), ("occupancy",), ("pcie", sizes, reps), ("cublas", reps) and ("run", kernel, reps, timed),
+    Requests: ("bandwidth",), ("occupancy",), ("pcie", sizes, reps), ("cublas", reps), ("ref", name, reps) and ("run", kernel, reps, timed),
     where `kernel` is a kernel.Kernel: the parent renders and compiles (no GPU needed), the worker
     loads the cubin."""
 
@@ -264,6 +264,11 @@ class GpuJobs:
         if request[0] == "cublas":
             self.phase("cuBLAS")
             return self.problem.cublas(request[1])
+        if request[0] == "ref":  # ("ref", name, reps): a reference row beside cuBLAS's, or why there is none
+            from .gpu import references
+            if not hasattr(self.problem, "verify"):
+                raise GemmlabError("--refs adds GEMM references: this problem has none")
+            return references.measure(self.problem, request[1], request[2], self.phase)
         _, kernel, reps, timed = request
         result = self.problem.run(kernel, reps, timed=timed, phase=self.phase)
         self.poisoned = result.fault is not None

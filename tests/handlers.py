@@ -57,8 +57,9 @@ def passing_check():
 class FakeGpu:
     """Stands in for worker.GpuJobs on a CPU: a made-up H100; variants named oob crash, named hang
     hang, named slow take 2 ms, named drift 1 ms + 0.1 ms per request this worker has had, named swept
-    64 / TILE ms, others 1 ms (cuBLAS 0.5 ms). As runner.Problem does, it refuses a kernel built for another input type than the
-    worker's. With $FAKEGPU_LOG set, each request's name is appended to that file.
+    64 / TILE ms, others 1 ms (cuBLAS 0.5 ms; the references of --refs: cuBLASLt 0.4 ms, Triton 0.6 ms, or
+    skipped, as a missing package is, where $FAKEGPU_MISSING names them). As runner.Problem does, it refuses
+    a kernel built for another input type than the worker's. With $FAKEGPU_LOG set, each request's name is appended to that file.
     Selected for the whole CLI with $GEMMLAB_GPU_JOBS=handlers:FakeGpu (the `fake_gpu` fixture)."""
 
     def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
@@ -77,7 +78,16 @@ class FakeGpu:
             return 3.0e12
         if os.environ.get("FAKEGPU_LOG"):
             with open(os.environ["FAKEGPU_LOG"], "a") as log:
-                log.write(("cuBLAS" if request[0] == "cublas" else request[1].compiled.rendered.variant.name) + "\n")
+                log.write(("cuBLAS" if request[0] == "cublas" else request[1] if request[0] == "ref"
+                           else request[1].compiled.rendered.variant.name) + "\n")
+        if request[0] == "ref":
+            from gemmlab.gpu.references import Skipped
+            name = request[1]
+            if name in os.environ.get("FAKEGPU_MISSING", "").split(","):
+                return Skipped(name, f"the package behind {name} is not installed")
+            ms = {"cuBLASLt": 0.4, "Triton": 0.6}[name]
+            return Result(name, {}, self.shape, dtype=self.dtype, check=passing_check(), timing=Timing(ms, ms, ms, 10),
+                          compile_ms=1234.0)
         if request[0] == "cublas":
             name, params, ms = "cuBLAS", {}, 0.5
         else:

@@ -139,6 +139,13 @@ def param_options(f):
     return f
 
 
+def refs_option(f):
+    return click.option("--refs", metavar="cublaslt,triton",
+                        help="Also check and time these references beside cuBLAS, as its row is: cuBLASLt's "
+                             "heuristics' best algorithms autotuned (nvmath-python), Triton's matmul "
+                             "(torch.compile, max-autotune). A missing package is a note, not an error.")(f)
+
+
 rounds_option = click.option(
     "--rounds", type=click.IntRange(min=1), default=1, show_default=True,
     help="Measure cuBLAS and every kernel this many times, taking turns in alternating order, and report "

@@ -15,7 +15,7 @@ from ..present import tables
 from ..results import records
 from ..sanitize import TOOLS as SANITIZERS
 from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, gpus_option,
-                     kernels_dir_option, names_list, out, overrides, param_options, shape_options)
+                     kernels_dir_option, names_list, out, overrides, param_options, refs_option, shape_options)
 from .problems import gemm_shape_options, problem_of, problem_options, problem_shape
 
 
@@ -87,6 +87,7 @@ def _watch(path: Path, once) -> None:
 @param_options
 @shape_options
 @click.option("--no-cublas", is_flag=True, help="Skip the cuBLAS timing (no % of cuBLAS).")
+@refs_option
 @click.option("--watch", is_flag=True, help="Run again each time the template file changes.")
 @click.option("--sanitize", type=click.Choice(SANITIZERS), is_flag=False, flag_value="memcheck",
               help="Run the kernel once under compute-sanitizer (memcheck if no tool is named) instead of "
@@ -97,7 +98,7 @@ def _watch(path: Path, once) -> None:
 @problem_options
 @kernels_dir_option
 @click.pass_context
-def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_errors, plot_path, problem, inputs,
+def run(ctx, name, tile, reg, raw_params, no_cublas, refs, watch, sanitize, show_errors, plot_path, problem, inputs,
         kernels_dirs, **common):
     """Check one variant against cupy.matmul, then time it (with cuBLAS beside it); a variant of another
     problem (--problem) against its cupy reference."""
@@ -119,7 +120,7 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, watch, sanitize, show_error
     api_args = dict(shape=shape, dtype=common["dtype"], out_dtype=common["out_dtype"], reps=opts.reps,
                     rounds=opts.rounds, seed=opts.seed,
                     check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, cublas=not no_cublas,
-                    kernels_dirs=kernels_dirs, **more)
+                    kernels_dirs=kernels_dirs, refs=refs, **more)
 
     def once() -> int:
         if sanitize:
@@ -185,11 +186,12 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_di
 @cli.command()
 @click.option("--variants", help="Comma-separated variants (default: the whole ladder).")
 @shape_options
+@refs_option
 @gpus_option
 @problem_options
 @kernels_dir_option
 @click.pass_context
-def compare(ctx, variants, gpus, problem, inputs, kernels_dirs, **common):
+def compare(ctx, variants, refs, gpus, problem, inputs, kernels_dirs, **common):
     """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung (--problem: that
     problem's ladder, beside its cupy reference)."""
     chosen = names_list(variants, "--variants") if variants is not None else None
@@ -204,5 +206,5 @@ def compare(ctx, variants, gpus, problem, inputs, kernels_dirs, **common):
         rs = api.compare(chosen, shape, dtype=common["dtype"], out_dtype=common["out_dtype"], reps=opts.reps,
                          rounds=opts.rounds, seed=opts.seed,
                          check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, out=out_path,
-                         kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus, **more)
+                         kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus, refs=refs, **more)
     ctx.exit(_emit(rs, fmt))

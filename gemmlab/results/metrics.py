@@ -79,8 +79,9 @@ def derive_roofline(row: dict, context: Roofline) -> dict:
     return derive(row, context, ROOFLINE)
 
 
-# The rows of the yardstick a run times beside its kernels: cuBLAS for GEMM, cupy for the other problems.
-REFERENCES = frozenset({"cuBLAS", "cupy"})
+# The rows of the yardstick a run times beside its kernels: cuBLAS for GEMM, cupy for the other problems;
+# and GEMM's optional references beside cuBLAS (--refs: gemmlab/gpu/references.py).
+REFERENCES = frozenset({"cuBLAS", "cupy", "cuBLASLt", "Triton"})
 
 
 def is_reference(row: dict) -> bool:

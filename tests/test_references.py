@@ -1,0 +1,114 @@
+"""The reference rows beside cuBLAS (--refs cublaslt,triton; gemmlab/gpu/references.py), on a CPU: the option,
+the rows' order and turns in the rounds (tests/handlers.py:FakeGpu), a missing package as a note and no row,
+and that a reference's C is checked like any kernel's (a stand-in launch on numpy inputs)."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab.errors import GemmlabError
+from gemmlab.gpu import references
+from gemmlab.gpu.problem import Problem
+from gemmlab.jobs import Options, run_jobs
+from gemmlab.results import metrics
+from gemmlab.results.model import Shape
+from test_cli import invoke
+
+
+def test_refs_are_parsed_in_the_rows_order_and_a_wrong_one_is_one_error():
+    assert references.parse(None) == () and references.parse("") == ()
+    assert references.parse("triton,CUBLASLT") == ("cuBLASLt", "Triton")
+    assert references.parse(["Triton", "triton"]) == ("Triton",)
+    with pytest.raises(GemmlabError, match=r"^no reference 'nosuch': --refs takes cublaslt, triton \(comma-separated\)$"):
+        references.parse("cublaslt,nosuch")
+    assert set(references.NAMES.values()) <= metrics.REFERENCES  # no speed-up over them, no progress step
+
+
+def test_refs_nosuch_on_the_command_line_is_one_line():
+    for cmd in (["compare", "--variants", "tiled"], ["run", "--variant", "tiled"], ["suite"]):
+        r = invoke(*cmd, "--refs", "nosuch")
+        assert r.exit_code == 1
+        assert r.stderr.strip() == "error: no reference 'nosuch': --refs takes cublaslt, triton (comma-separated)"
+
+
+def test_refs_are_gemm_s():
+    with pytest.raises(GemmlabError, match=r"^--refs adds GEMM references beside cuBLAS; transpose has none$"):
+        gemmlab.compare(problem="transpose", refs="triton", progress=False)
+
+
+def test_references_take_turns_with_cublas_and_come_before_its_row(tmp_path, monkeypatch):
+    log = tmp_path / "requests.txt"
+    monkeypatch.setenv("FAKEGPU_LOG", str(log))
+    v = gemmlab.catalog().get("tiled")
+    seen = []
+    doc, rows = run_jobs("compare", [(v, v.defaults())], Shape(64, 64, 64),
+                         Options(seed=3, rounds=2, refs=("cuBLASLt", "Triton")), keep_going=True,
+                         on_row=lambda d, r: seen.append(r["variant"]), handler="handlers:FakeGpu")
+    assert log.read_text().split() == ["cuBLAS", "cuBLASLt", "Triton", "tiled", "tiled", "Triton", "cuBLASLt", "cuBLAS"]
+    assert [r["variant"] for r in rows] == ["tiled", "cuBLASLt", "Triton", "cuBLAS"]
+    assert seen == ["cuBLAS", "cuBLASLt", "Triton", "tiled"]
+    tiled, lt, tr, cublas = rows
+    assert lt["pct_cublas"] == 125.0 and tr["pct_cublas"] == pytest.approx(100 * 0.5 / 0.6)
+    assert lt["rounds_ms"] == [0.4, 0.4] and lt["compile_ms"] == 1234.0 and "notes" not in doc
+
+
+def test_a_missing_package_is_a_note_and_no_row(fake_gpu, monkeypatch):
+    monkeypatch.setenv("FAKEGPU_MISSING", "Triton")
+    r = invoke("compare", "--variants", "tiled", "--size", 64, "--refs", "triton,cublaslt", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["variant"] for x in doc["rows"]] == ["tiled", "cuBLASLt", "cuBLAS"]
+    assert doc["notes"] == ["no Triton row: the package behind Triton is not installed"]
+    assert "note: no Triton row: the package behind Triton is not installed" in r.stderr
+    assert doc["rows"][0]["speedup_first"] == 1.0  # the references are no rungs of the ladder
+    rs = gemmlab.compare(["tiled"], shape=64, refs=["cublaslt"], progress=False, record=False)
+    assert rs.reproduce.endswith(" --refs cublaslt") and [x["variant"] for x in rs.rows][-2:] == ["cuBLASLt", "cuBLAS"]
+
+
+def test_a_suite_says_a_missing_reference_once(fake_gpu, monkeypatch):
+    monkeypatch.setenv("FAKEGPU_MISSING", "cuBLASLt")
+    r = invoke("suite", "--only", "256x256x256,256x256x1024", "--variants", "tiled", "--refs", "cublaslt,triton", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["variant"] for x in doc["rows"]] == ["tiled", "Triton", "cuBLAS"] * 2
+    assert doc["notes"] == ["no cuBLASLt row: the package behind cuBLASLt is not installed"]
+    assert r.stderr.count("note: no cuBLASLt row") == 1
+    assert [s["variant"] for s in doc["summary"]] == ["tiled", "Triton"]  # Triton's x cuBLAS over the shapes
+
+
+def test_missing_packages_skip_with_why(monkeypatch):
+    problem = type("P", (), {"dtype": "bf16"})()
+    monkeypatch.setitem(sys.modules, "nvmath", None)  # import nvmath raises ImportError
+    monkeypatch.setitem(sys.modules, "torch", None)
+    assert references.cublaslt(problem) == references.Skipped(
+        "cuBLASLt", "nvmath-python is not installed (pip install nvmath-python, or gemmlab[refs])")
+    assert references.triton(problem) == references.Skipped(
+        "Triton", "torch with CUDA is not installed (Triton's matmul comes through torch.compile)")
+    problem.dtype = "e4m3"
+    assert references.cublaslt(problem).why == "FP8's cuBLAS row is cuBLASLt's already (torch._scaled_mm)"
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_reference_row_is_checked_like_a_kernel(monkeypatch, wrong):
+    problem = Problem(Shape(64, 48, 40), seed=1, xp=np)
+
+    def stand_in(p, phase=None):  # C = A @ B, or with one element off
+        def on(inputs):
+            def launch():
+                np.matmul(inputs.A, inputs.B, out=p.C)
+                if wrong:
+                    p.C[5, 7] += 1.0
+            return launch
+        return references.Ref(on, "a stand-in", 12.0)
+    monkeypatch.setattr(references, "cublaslt", stand_in)
+    timed = []
+    monkeypatch.setattr(problem, "_timed", lambda r, launch, *a: timed.append(r.name))  # (bench needs a GPU)
+    r = references.measure(problem, "cuBLASLt")
+    assert (r.name, r.compile_ms, r.source) == ("cuBLASLt", 12.0, "a stand-in")
+    if wrong:
+        assert r.status == "FAIL" and (r.check.first["i"], r.check.first["j"]) == (5, 7) and timed == []
+    else:
+        assert r.status == "PASS" and timed == ["cuBLASLt"]
