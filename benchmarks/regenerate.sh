@@ -9,7 +9,7 @@
 # table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
 # ladder at those sizes only.
 set -euo pipefail
-what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|all DIR [PREFIX]}
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|pcie|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
 p=${3:-h100}
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
@@ -204,8 +204,17 @@ fp8() {  # FP8 (issue 43): wgmma_ws_fp8 per scaling mode beside cuBLASLt's FP8 t
     done
 }
 
+pcie() {  # host <-> device copies, 1 KB to 1 GB, pageable and pinned, against the PCIe link (NVML); the transpose's
+    # shared-memory bank conflicts per request under ncu, without the padding and with it (docs/problems.md)
+    keep pcie --out "$dir/$p-pcie.json" --plot "$dir/$p-pcie.png"
+    local v
+    for v in smem_tile padded_tile; do
+        keep profile --problem transpose --variant "$v" --json > "$dir/$p-profile-transpose-$v.json"
+    done
+}
+
 case "$what" in
     all) for w in ladder tensor versus outdtype sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
-    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8) "$what" ;;
+    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|pcie) "$what" ;;
     *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
 esac
