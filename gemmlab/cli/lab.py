@@ -183,6 +183,7 @@ def profile_cmd(name, tile, reg, raw_params, size, m, n, k, dtype, problem, inpu
     with _spinner() as progress:
         progress.add_task(f"ncu: {v.name} {records.params_text(params)} at {shape}")
         found = profile(args, kernel=v.entry)
+    found = dict(records.meta("profile"), **found)  # when and at which commit (the GPU: the run's, under ncu)
     found.update(variant=v.name, params=params, shape={"M": shape.M, "N": shape.N, "K": shape.K})
     _print_rows(found, found["metrics"] + [dict(metric="stall: " + s["reason"], value=s["cycles_per_instruction"],
                                                 unit="cycles/instruction") for s in found["stalls"]],
