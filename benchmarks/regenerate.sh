@@ -9,7 +9,7 @@
 # table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
 # ladder at those sizes only.
 set -euo pipefail
-what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|pcie|all DIR [PREFIX]}
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|pcie|refs|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
 p=${3:-h100}
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
@@ -213,8 +213,20 @@ pcie() {  # host <-> device copies, 1 KB to 1 GB, pageable and pinned, against t
     done
 }
 
+refs() {  # cuBLASLt's autotuned best (nvmath-python) and Triton's matmul (torch.compile max-autotune) beside cuBLAS
+    # and wgmma_ws, bf16, C in fp32 and in bf16, 5 rounds taken in turn (--refs; docs/ladder.md). SHAPES=MxNxK... picks
+    local s M N K o
+    for s in ${SHAPES:-4096x4096x4096 3000x5000x2000 4097x4095x4093}; do
+        IFS=x read -r M N K <<< "$s"
+        for o in fp32 bf16; do
+            keep compare --rounds 5 --dtype bf16 --out-dtype "$o" --variants wgmma_ws -M "$M" -N "$N" -K "$K" \
+                --refs cublaslt,triton --out "$dir/$p-refs-bf16-$s-$o.json"
+        done
+    done
+}
+
 case "$what" in
     all) for w in ladder tensor versus outdtype sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
-    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|pcie) "$what" ;;
+    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|pcie|refs) "$what" ;;
     *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
 esac
