@@ -337,3 +337,10 @@ def test_without_promotion_the_check_fails_and_both_match_cublaslt():
         scaled_mm(p.main, p.C, "e4m3", fast_accum=fast)[0]()
         assert cupy.array_equal(p.C, got[promote]), promote
     assert float(cupy.abs(got[0] - p.main.ref).max()) > 4 * float(cupy.abs(got[128] - p.main.ref).max())
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_auto_picks_the_fp8_rung(dtype):
+    from gemmlab.results.tuning import tensor_rule
+    name, params, why = tensor_rule(Shape(4096, 4096, 4096), dtype)
+    assert name == "wgmma_ws_fp8" and dtype in discover().get(name).dtypes and "FP8" in why

@@ -213,11 +213,13 @@ def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["sm_90"].SMEM_PER_SM,
                 out_dtype: str = "fp32") -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
-    N not a multiple of 16 bytes), FP16 and BF16 with more than 128 rows of C take wgmma_ws on copies of
-    A or B with aligned rows (on 13 such shapes 0.5-3.7x cuBLAS, whose own kernels for them are slow,
-    where mma made 0.3-1.0x: benchmarks/h100-unaligned-tuning-bf16.json); fewer rows, and TF32, take
-    mma (mma_rule), whose cp.async copies fall back to narrower ones at an unaligned row; TF32 otherwise
-    wgmma_tf32. FP16 and BF16 with up to 4 rows of C (decode: a stream of
+    N not a multiple of 16 bytes), FP16 and BF16 with more than 128 rows, N and K of 128 or more and at
+    least 8 tiles of 128 x 256 take wgmma_ws on copies of A or B with aligned rows (on 13 such shapes
+    0.5-3.7x cuBLAS, whose own kernels for them are slow, where mma made 0.3-1.0x:
+    benchmarks/h100-unaligned-tuning-bf16.json; narrower, shorter or fewer tiles lost to cuBLAS by up to
+    7x on the random shapes of benchmarks/h100-random-bf16-unaligned-rule.json); the others, and TF32,
+    take mma (mma_rule), whose cp.async copies fall back to narrower ones at an unaligned row; TF32
+    otherwise wgmma_tf32. FP16 and BF16 with up to 4 rows of C (decode: a stream of
     B) take gemv (gemv_rule); with up to 64, wgmma's 64-row tiles, 64 columns wide where 128 would leave
     more than half the SMs idle, with 6 stages of copies in flight, and K split until the blocks fill the
     SMs' slots; so do 65 to 128 rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256
@@ -225,10 +227,16 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     (docs/journal.md, "Any shape, any type"), so that suite does not judge them. A 16-bit C (`out_dtype`)
     takes neither gemv nor split K, which add partial sums into an FP32 C."""
     M, N, K = shape.M, shape.N, shape.K
+    if dtype in ("e4m3", "e5m2"):  # one FP8 rung, not tuned per shape yet (docs/fp8.md)
+        return "wgmma_ws_fp8", {}, "FP8: the one FP8 rung, warp-specialised wgmma with promotion every 128 of K"
     step, split_ok = TMA_ELEMENTS[dtype], out_dtype == "fp32"
-    if (K % step or N % step) and (M <= 128 or dtype not in ("fp16", "bf16")):
-        return mma_rule(shape, sms, split_ok)
     if K % step or N % step:
+        # wgmma_ws's 128 x 256 tiles and 64-deep K steps, behind a copy of A or B: worth it where the tiles are
+        # mostly full and there are some of them; a narrow N or short K leaves most of each tile idle and
+        # the copy a large part of the time
+        big = M > 128 and N >= 128 and K >= 128 and math.ceil(M / 128) * math.ceil(N / 256) >= 8
+        if not big or dtype not in ("fp16", "bf16"):
+            return mma_rule(shape, sms, split_ok)
         return ("wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied to aligned rows for TMA "
                 "(inside the time), then warp-specialised wgmma, 128 x 256 tiles")
     if dtype == "tf32":
