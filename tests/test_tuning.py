@@ -153,15 +153,22 @@ def test_unaligned_shapes_take_mma_with_tiles_and_slices_enough(shape, params, w
         assert reason == "K or N is not a multiple of 16 bytes: cp.async (TMA cannot read the rows), " + why
 
 
-@pytest.mark.parametrize("shape", [(129, 5001, 2048), (3079, 6638, 627), (1000, 1201, 4097), (300, 1001, 96),
-                                   (4096, 4096, 4095)])
-def test_unaligned_shapes_of_more_than_128_rows_take_wgmma_ws_on_aligned_copies(shape):
+@pytest.mark.parametrize("shape", [(129, 5001, 2048), (3079, 6638, 627), (1000, 1201, 4097), (600, 1024, 7777),
+                                   (4096, 4096, 4095), (1025, 1793, 128)])
+def test_big_unaligned_shapes_take_wgmma_ws_on_aligned_copies(shape):
     for dtype in ("bf16", "fp16"):
         name, overrides, reason = tuning.tensor_rule(Shape(*shape), dtype, 132)
         assert (name, overrides) == ("wgmma_ws", {})
         assert reason.startswith("K or N is not a multiple of 16 bytes: A or B copied to aligned rows for TMA")
-    assert tuning.tensor_rule(Shape(128, 5001, 2048), "bf16", 132)[0] == "mma"
     assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[0] == "mma"
+
+
+@pytest.mark.parametrize("shape", [(128, 5001, 2048), (16381, 127, 15532), (633, 1249, 127), (250, 513, 1001),
+                                   (242, 155, 7337)])
+def test_narrow_short_or_few_tiled_unaligned_shapes_take_mma(shape):
+    """Each condition alone sends a shape to mma: 128 rows or fewer, N or K under 128, fewer than 8 tiles
+    of 128 x 256 (250 x 513 has 2 x 3 = 6)."""
+    assert tuning.tensor_rule(Shape(*shape), "bf16", 132)[0] == "mma"
 
 
 def test_keys():
