@@ -232,3 +232,19 @@ def test_the_best_rung_of_each_problem_is_one_row_of_its_result():
     assert best[0] == "| problem | size | best rung | ms | GB/s | % of copy | x cupy |" and len(best) == 2 + len(PROBLEM_RESULTS)
     assert best[3] == "| transpose | 16384 x 16384 | vec_tile | 0.778 | 2,760 | 91.8 | 2.97 |"
     assert best[-1].startswith("| histogram (skewed) | n = 268,435,456 | shared_atomic |")
+
+
+def test_pcie_and_transpose_profile_tables_are_the_committed_results():
+    """docs/problems.md: `gemmlab report --markdown` of the pcie result and of the two transpose profiles."""
+    text = page("docs/problems.md")
+    pcie = load("h100-pcie.json")
+    assert pcie["link"]["rate_gbs"] and {(p["direction"], p["memory"]) for p in pcie["plateau"]} == {
+        (d, m) for d in ("H2D", "D2H") for m in ("pageable", "pinned")}
+    assert table("h100-pcie.json") in text, "paste `gemmlab report --markdown benchmarks/h100-pcie.json` into docs/problems.md"
+    pinned = [p for p in pcie["plateau"] if p["memory"] == "pinned"]
+    assert all(f"{p['pct_link']:.1f}%" in text for p in pinned)  # the goal's verdict quotes the plateau
+    profiles = [BENCH / f"h100-profile-transpose-{v}.json" for v in ("smem_tile", "padded_tile")]
+    assert gemmlab("report", "--markdown", *profiles) in text, (
+        "paste `gemmlab report --markdown` of the two transpose profiles into docs/problems.md")
+    for doc in [pcie] + [json.loads(p.read_text()) for p in profiles]:
+        assert f"commit `{doc['commit']}`" in text and doc["date"][:10] in text
