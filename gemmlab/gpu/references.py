@@ -4,9 +4,12 @@ kernel, so that a row says where it stands against more than cupy.matmul's one c
 - cuBLASLt, through nvmath-python: `Matmul(A, B, C, beta=0)` in place, planned with up to ALGORITHMS of
   cuBLASLt's heuristic algorithms, `autotune` times them on the timed inputs and puts the fastest first,
   and `execute` writes C. beta = 0: cuBLASLt does not read C, so its NaN poison does not matter.
-- Triton, through torch.compile: `C.copy_(torch.mm(A, B, out_dtype=C's type))` compiled with inductor's
-  max-autotune restricted to its Triton templates (no aten, so no cuBLAS behind the name); its generated
-  code must hold a Triton matmul (`tl.dot`), and the row lists the kernels it launches.
+- Triton, through torch.compile: `C.copy_(torch.mm(A, B))` compiled with inductor's max-autotune restricted
+  to its Triton templates (no aten, so no cuBLAS behind the name); its generated code must hold a Triton
+  matmul (`tl.dot`), and the row lists the kernels it launches. Its C is the inputs' type only: inductor
+  (torch 2.11) gives `torch.mm(..., out_dtype=torch.float32)` of 16-bit inputs to aten alone, and a bf16
+  product made fp32 after is not an FP32 C. So 16-bit inputs have a Triton row with --out-dtype of their
+  own type, and a note otherwise.
 
 Each is made once per worker (planning, autotuning and compiling are its `compile ms`, outside every
 timing) on the Problem's own arrays: torch tensors sharing their memory through DLPack (bf16's bits viewed
@@ -196,13 +199,15 @@ def triton(problem, phase=None) -> Ref | Skipped:
         return Skipped("Triton", f"triton or torch's inductor is not installed ({_first_line(e)})")
     view = _view(torch, problem)
     a, b, c = view(problem.main.A), view(problem.main.B), view(problem.C)
-    out_dtype = None if c.dtype == a.dtype else c.dtype
+    if c.dtype != a.dtype:
+        return Skipped("Triton", f"inductor's Triton matmul writes C in the inputs' type only (torch.mm's "
+                                 f"out_dtype goes to aten): --out-dtype {problem.dtype} has a Triton row")
     # tf32 inputs: Triton's dot in TF32, as cuBLAS's row; fp32: in full FP32 (torch's default). Set for the
     # worker (it runs one input type), so the compiled graph's guard on it holds at every call.
     torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
 
     def matmul(a, b, c):
-        c.copy_(torch.mm(a, b) if out_dtype is None else torch.mm(a, b, out_dtype=out_dtype))
+        c.copy_(torch.mm(a, b))
 
     if phase:
         phase("compile Triton's matmul (torch.compile, max-autotune)", COMPILE_EXPECT_S)
