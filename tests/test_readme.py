@@ -184,7 +184,7 @@ def test_every_measured_number_in_the_readme_comes_from_a_committed_result():
     a number typed by hand would go stale when the results are measured again."""
     text = re.sub(r"```.*?```", "", page("README.md"), flags=re.S)
     generated = [table("h100-compare-4096.json"), stamp(load("h100-compare-4096.json")),
-                 versus("spread", "h100-compare-*.json")] + head_to_head() + dist_tables() + random_suites()
+                 versus("spread", "h100-compare-*.json")] + head_to_head() + dist_tables() + random_suites() + best_rungs()
     for part in generated:
         text = text.replace(part, "")
     text = re.sub(r"\[[^\]]*\]\([^)]*\)|`[^`]*`", "", text)  # links and code name files and commands
@@ -248,3 +248,17 @@ def test_pcie_and_transpose_profile_tables_are_the_committed_results():
         "paste `gemmlab report --markdown` of the two transpose profiles into docs/problems.md")
     for doc in [pcie] + [json.loads(p.read_text()) for p in profiles]:
         assert f"commit `{doc['commit']}`" in text and doc["date"][:10] in text
+
+
+README_PROBLEMS = PROBLEM_RESULTS[1:]  # copy is the yardstick: its row is in docs/problems.md
+
+
+def best_rungs() -> list[str]:
+    """The README's table of each problem's fastest rung, and its caption's stamp."""
+    return [gemmlab("report", "--best", *(BENCH / n for n in README_PROBLEMS)), stamp(load(README_PROBLEMS[0]))]
+
+
+def test_readme_best_rungs_are_the_committed_results():
+    assert len({load(n)["commit"] for n in README_PROBLEMS}) == 1  # one run, one stamp
+    assert all(part in page("README.md") for part in best_rungs()), (
+        "paste `gemmlab report --best` of benchmarks/h100-problem-{transpose,reduce,scan,histogram,histogram-skewed}.json")
