@@ -48,11 +48,13 @@ def kernel(name):
 
 
 def test_the_inputs_are_made_as_the_parent_asked(jobs):
-    assert RecordingProblem.made == [(("shape", 7), {"fp64_check": True, "dtype": "bf16"})]
+    assert RecordingProblem.made == [(("shape", 7), {"fp64_check": True, "dtype": "bf16", "out_dtype": "fp32"})]
     assert jobs.phases == ["make the inputs and the reference"]
     assert jobs.info() == {"device": "recorded device", "seed": 7} and jobs.poisoned is False
     GpuJobs("other", 8, False)  # no phase given: it runs silently, in fp32 by default
-    assert RecordingProblem.made[1] == (("other", 8), {"fp64_check": False, "dtype": "fp32"})
+    assert RecordingProblem.made[1] == (("other", 8), {"fp64_check": False, "dtype": "fp32", "out_dtype": "fp32"})
+    GpuJobs("third", 9, False, "fp16", None, "fp16")  # the setup of a run with --out-dtype fp16 (jobs.setup)
+    assert RecordingProblem.made[2] == (("third", 9), {"fp64_check": False, "dtype": "fp16", "out_dtype": "fp16"})
 
 
 def test_each_request_reaches_its_call(jobs, monkeypatch):
