@@ -112,3 +112,16 @@ def test_a_reference_row_is_checked_like_a_kernel(monkeypatch, wrong):
         assert r.status == "FAIL" and (r.check.first["i"], r.check.first["j"]) == (5, 7) and timed == []
     else:
         assert r.status == "PASS" and timed == ["cuBLASLt"]
+
+
+@pytest.mark.parametrize("c", ["fp32", "bf16"])
+def test_the_ladder_page_shows_the_committed_reference_results(c):
+    """docs/ladder.md's "Beside cuBLASLt and Triton": `gemmlab report --markdown` of each committed file."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    name = f"h100-refs-bf16-4096x4096x4096-{c}.json"
+    doc = json.loads((root / "benchmarks" / name).read_text())
+    assert all(r["status"] == "PASS" for r in doc["rows"]) and "cuBLASLt" in [r["variant"] for r in doc["rows"]]
+    table = invoke("report", "--markdown", root / "benchmarks" / name).stdout.strip()
+    assert table.startswith("| variant") and table in (root / "docs" / "ladder.md").read_text(), \
+        f"paste `gemmlab report --markdown benchmarks/{name}` into docs/ladder.md"
