@@ -120,7 +120,7 @@ class FakeGpu:
 class StubProblem:
     """gpu.problem.Problem without cupy: a kernel named oob faults (as an illegal address does), others pass."""
 
-    def __init__(self, shape, seed=None, fp64_check=False, dtype="fp32"):
+    def __init__(self, shape, seed=None, fp64_check=False, dtype="fp32", out_dtype="fp32"):
         self.shape, self.seed, self.dtype, self.device = shape, seed, dtype, "stub device"
 
     def run(self, kernel, reps, timed=True, phase=None):
