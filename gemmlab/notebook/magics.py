@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from .. import api
-from ..cli.common import (dtype_option, gpus_option, names_list, overrides, param_options, shape_options,
+from ..cli.common import (dtype_option, gpus_option, names_list, overrides, param_options, refs_option, shape_options,
                           show_options)
 from ..errors import GemmlabError
 from .cells import NO_GPU, Cell, _session, gpu_missing, write_cell
@@ -34,6 +34,7 @@ def _kernels_dir(f):
 @click.option("--compare", "against", metavar="V1,V2", help="Also run these variants at their defaults, before the "
               "cell's, with speed-ups rung over rung (the cell then runs at its defaults too).")
 @click.option("--no-cublas", is_flag=True, help="Skip the cuBLAS timing (no % of cuBLAS).")
+@refs_option
 @_kernels_dir
 def run_command(**kw):
     """Check the cell's kernel against cupy.matmul, then time it (with cuBLAS beside it)."""
@@ -169,9 +170,9 @@ def _run(cell: Cell, p: dict):
     if not _gpu_or_build(cell, p, params, dirs):
         return None
     if p["against"] is not None:
-        rs = api.compare(others + [cell.name], kernels_dirs=dirs, **args)
+        rs = api.compare(others + [cell.name], kernels_dirs=dirs, refs=p["refs"], **args)
     else:
-        rs = api.run(cell.name, params, kernels_dirs=dirs, cublas=not p["no_cublas"], **args)
+        rs = api.run(cell.name, params, kernels_dirs=dirs, cublas=not p["no_cublas"], refs=p["refs"], **args)
     return _emit(rs, p, cell)
 
 
