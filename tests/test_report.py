@@ -1,5 +1,7 @@
 """report's derived numbers, on rows made by hand: speed-ups rung over rung and over the first rung."""
 
+import json
+
 import pytest
 
 from gemmlab.present import markdown
@@ -58,3 +60,16 @@ def test_predictions_measure_each_rung_over_its_parent():
     md = markdown.predictions_markdown(markdown.predictions(ladder, doc))
     assert md.splitlines()[2:] == ["| tiled | naive | 2.00x | 3.00x |", "| broken | tiled | 1.50x | - |",
                                    "| after | broken | 1.10x | - |"]
+
+
+def test_results_files_keep_lists_of_numbers_on_one_line():
+    """A suite's timing samples took a line each, most of a results file (the device carries at most
+    64 MiB of the tree): lists of plain numbers go on one line, the rest stays indented, and the JSON reads
+    back the same."""
+    from gemmlab.present.export import dump
+    doc = {"rows": [{"samples_ms": [0.176576, 0.17552, 1e-06], "params": {"BM": 128}, "listed": [[0, 1, 2]],
+                     "names": ["a", "b"], "empty": [], "neg": [-1, -2.5e+20]}]}
+    text = dump(doc)
+    assert json.loads(text) == doc
+    assert '"samples_ms": [0.176576, 0.17552, 1e-06],' in text and '"neg": [-1, -2.5e+20]' in text
+    assert '"listed": [\n' in text and '[0, 1, 2]' in text and '"names": [\n' in text

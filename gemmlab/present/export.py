@@ -5,12 +5,20 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 from ..templates import show_params, show_value
 
 
+# A list of plain numbers (a row's timing samples, a map of counts): one line, not one line a number.
+_NUMBERS = re.compile(r"\[\s+(-?[0-9][0-9.eE+-]*(?:,\s+-?[0-9][0-9.eE+-]*)*)\s+\]")
+
+
 def dump(doc: dict) -> str:
-    return json.dumps(doc, indent=2, default=str)
+    """JSON indented for reading, with each list of numbers on one line: a suite's thousands of timing
+    samples took a line each, most of a results file."""
+    text = json.dumps(doc, indent=2, default=str)
+    return _NUMBERS.sub(lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
 
 
 def _cell(v) -> str:
