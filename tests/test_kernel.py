@@ -54,6 +54,7 @@ def test_a_template_lists_its_arguments(user_dir):
     ('["A", "B", "C", "M", "N", "K", "workspace"]', "launch.args: workspace needs launch.workspace"),
     ('["A", "B", "C", "M", "N", "K", "tma.A"]', "launch.args: tma.A needs launch.tma"),
     ('["A", "B", "C", "M", "N", "K", "tma.B"]', "launch.args: tma.B needs launch.tma"),
+    ('["A", "B", "C", "M", "N", "K", "tma.Bt"]', "launch.args: tma.Bt needs launch.tma"),
     ('["A", "B", "C", "M", "N", "K", "gpc_order"]', "launch.args: gpc_order needs launch.gpc_order"),
     ('"A B C"', "launch.args must list the kernel's arguments by name"),
     ('["A", "B", 3]', "launch.args must list the kernel's arguments by name"),
@@ -70,20 +71,22 @@ def test_a_wrong_argument_list_is_a_header_error(user_dir, args, message):
 
 
 def test_each_argument_comes_with_its_launch_key(user_dir):
-    """workspace, tma.A, tma.B and gpc_order are taken where the launch has them, and tma.B needs B's map."""
+    """workspace, tma.A, tma.B, tma.Bt and gpc_order are taken where the launch has them, and tma.B needs B's
+    map, tma.Bt B^T's."""
     write_template(user_dir, "allargs", GOOD_BODY)
     path = user_dir / "allargs.cu.j2"
-    every = '["A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "gpc_order"]'
+    every = '["A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "tma.Bt", "gpc_order"]'
     launch = ('[launch]\nworkspace = "M * N * 4"\nargs = ARGS\nblock = ["TILE", "TILE"]\ngrid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]\n'
-              '[launch.tma]\nA = ["16", "64"]\nB = ["64", "16"]\n[launch.gpc_order]\nwhen = "true"\ncluster = "2"\ngroup = "8"\n')
+              '[launch.tma]\nA = ["16", "64"]\nB = ["64", "16"]\nBt = ["64", "16"]\n[launch.gpc_order]\nwhen = "true"\ncluster = "2"\ngroup = "8"\n')
     text = path.read_text().split("[launch]\n")[0] + launch.replace("ARGS", every) + "---#}\n" + GOOD_BODY
     path.write_text(text)
     v = gemmlab.catalog((user_dir,)).get("allargs")
-    assert v.args == ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "gpc_order")
-    path.write_text(text.replace('B = ["64", "16"]\n', ""))  # B's map gone: tma.B cannot be passed
-    with pytest.raises(GemmlabError) as e:
-        gemmlab.catalog((user_dir,)).get("allargs")
-    assert e.value.message == f"bad template header in {path}: launch.args: tma.B needs launch.tma"
+    assert v.args == ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "tma.Bt", "gpc_order")
+    for gone, arg in (("B", "tma.B"), ("Bt", "tma.Bt")):  # a map gone: its argument cannot be passed
+        path.write_text(text.replace(f'\n{gone} = ["64", "16"]\n', "\n"))
+        with pytest.raises(GemmlabError) as e:
+            gemmlab.catalog((user_dir,)).get("allargs")
+        assert e.value.message == f"bad template header in {path}: launch.args: {arg} needs launch.tma"
 
 
 def test_configure_for_sm_90_from_the_cache_unless_told():

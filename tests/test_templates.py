@@ -224,6 +224,8 @@ def test_sample_covers_every_allowed_value():
 TOP = 'idea = "a test template"\n'
 PARAM = "[params.TILE]\ndefault = 16\nchoices = [8, 16]\n"
 LAUNCH = '[launch]\nblock = ["TILE", "TILE"]\ngrid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]\n'
+PROBLEM = TOP + 'problem = "reduce"\n' + PARAM + LAUNCH  # a kernel of another problem than GEMM
+PROBLEM_ARGS = "a reduce kernel lists its arguments by name in launch.args (gemmlab/problems/ declares what each problem provides)"
 
 # (what is wrong, the edit to write_template's header as (old, new), what load_variant says after
 # "bad template header in PATH: "). Each case breaks exactly one rule of templates.load_variant.
@@ -268,6 +270,17 @@ HEADER_MISTAKES = {
         "constraint 'SMEM <= SMEM_OPTIN' reads SMEM, but launch.smem depends on M, N: a constraint holds for every shape; "
         "check the shape in [[launch.requires]]"),
     "DTYPE declared": ((PARAM, PARAM + '[params.DTYPE]\ndefault = "fp32"\n'), "DTYPE is made from 'dtypes'"),
+    "problem not an identifier": ((TOP, TOP + 'problem = "my-problem"\n'),
+                                  "'problem' names what the kernel computes, such as \"transpose\" (default \"gemm\")"),
+    "problem not a string": ((TOP, TOP + "problem = 3\n"),
+                             "'problem' names what the kernel computes, such as \"transpose\" (default \"gemm\")"),
+    "a problem's kernel without launch.args": ((TOP + PARAM + LAUNCH, PROBLEM), PROBLEM_ARGS),
+    "a problem's launch.args empty": ((TOP + PARAM + LAUNCH, PROBLEM + "args = []\n"), PROBLEM_ARGS),
+    "a problem's launch.args not a list": ((TOP + PARAM + LAUNCH, PROBLEM + 'args = "x"\n'), PROBLEM_ARGS),
+    "a problem's launch.args not names": ((TOP + PARAM + LAUNCH, PROBLEM + 'args = ["x", "y-z"]\n'), PROBLEM_ARGS),
+    "a problem's launch.args not strings": ((TOP + PARAM + LAUNCH, PROBLEM + 'args = ["x", 3]\n'), PROBLEM_ARGS),
+    "zero_workspace a number": ((LAUNCH, LAUNCH + "zero_workspace = 0\n"),
+                                "launch.zero_workspace must be true, false, or an expression over the parameters"),
     "constraint without why": ((LAUNCH, '[[constraints]]\ncheck = "TILE > 1"\n' + LAUNCH),
                                "constraints[0] needs a 'check' expression and a 'why' message"),
     "constraints not a list": ((TOP, TOP + "constraints = 3\n"),
@@ -746,17 +759,29 @@ def test_past_the_limit_the_sample_leaves_out_defaults_the_gpu_cannot_run(user_d
 def test_a_header_end_to_end(user_dir):
     path = write_template(user_dir, "fields", GOOD_BODY, header_extra='help = "the tile\'s side"\n[params.SPLIT]\ndefault = 2\n')
     path.write_text(path.read_text().replace('idea = "a test template"\n', 'idea = "a test template"\narch = "sm_90a"\n')
-                    .replace("[launch]\n", "[launch]\nzero_output = true\nresident = false\n")
+                    .replace("[launch]\n", "[launch]\nzero_output = true\nresident = false\nzero_workspace = true\n")
                     .replace("---#}", '[[launch.requires]]\ncheck = "M % 64 == 0"\nwhy = "whole tiles"\n'
                              '[launch.gpc_order]\nwhen = true\ncluster = "2"\ngroup = "SPLIT * 4"\n---#}', 1))
     v = load_variant(path)
     assert v.builtin and v.arch == "sm_90a" and v.predict == "" and v.predict_x is None and v.bases == ()
     assert v.params == {"TILE": Param("TILE", 16, (8, 16), "the tile's side"), "SPLIT": Param("SPLIT", 2, None, "")}
     # booleans as the expressions they stand for, as launch.resident's message shows them
-    assert (v.zero_output, v.resident, v.gpc_order) == ("true", "false", {"when": "true", "cluster": "2", "group": "SPLIT * 4"})
+    assert (v.zero_output, v.resident, v.zero_workspace, v.gpc_order) == (
+        "true", "false", "true", {"when": "true", "cluster": "2", "group": "SPLIT * 4"})
     g = v.geometry(v.defaults(), 64, 64, 64)  # (a whole tile: loading the header needs the shape it checks)
-    assert (g.zero_output, g.resident, g.gpc_order) == (True, False, (2, 8))
+    assert (g.zero_output, g.resident, g.zero_workspace, g.gpc_order) == (True, False, True, (2, 8))
+    assert (v.problem, v.entry, v.second_entry, v.args) == ("gemm", "gemm", "reduce", None)
     assert not load_variant(path, builtin=False).builtin
+
+
+def test_a_header_of_another_problem(user_dir):
+    """A kernel of another problem than GEMM names its arguments (any names: the problem, not launch.args'
+    GEMM list, says what they are) and is entered by the problem's name."""
+    path = write_template(user_dir, "halve", GOOD_BODY)
+    path.write_text(path.read_text().replace(TOP + PARAM + LAUNCH, PROBLEM + 'args = ["x", "y", "n"]\n'))
+    v = load_variant(path, builtin=False)
+    assert (v.problem, v.entry, v.second_entry, v.args) == ("reduce", "reduce", "reduce_finish", ("x", "y", "n"))
+    assert v.arguments(v.defaults(), v.geometry(v.defaults(), 64, 64, 64)) == ("x", "y", "n")
 
 
 def test_the_input_type_parameter():
