@@ -23,7 +23,7 @@ CONFIGS = [(v.name, p) for v in gemmlab.catalog().ladder() for p in v.sample()]
 # end there; the NaN fenced around A and B, gpu/problem.py, makes such a read wrong C);
 # (2100, 2000, 72) gives the persistent rungs more tiles than SMs and few K steps, an odd number of 32.
 SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (257, 136, 104), (1000, 1000, 520), (1000, 1000, 40),
-          (2100, 2000, 72), (4096, 4096, 4096)]
+          (2100, 2000, 72), (257, 144, 96), (1000, 1008, 1040), (4096, 4096, 4096)]  # (K, N multiples of 16: FP8's TMA)
 
 
 @pytest.fixture(scope="module")
