@@ -31,6 +31,8 @@ def test_a_kernel_is_configured_once_and_is_immutable():
     # no stream-K: no workspace, and the kernel takes no ws pointer; no GPC order: no table
     ("wgmma_ws", "bf16", {"STREAM_K": False, "GPC_ORDER": False},
      ("A", "B", "C", "M", "N", "K", "tma.A", "tma.B", "alpha", "beta", "bias")),
+    # FP8: B^T's map, and the scales of A and B for its SCALE parameter
+    ("wgmma_ws_fp8", "e4m3", {}, ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.Bt", "scale.A", "scale.B")),
 ])
 def test_the_arguments_follow_the_header(name, dtype, given, args):
     v = gemmlab.catalog().get(name)

@@ -525,6 +525,21 @@ def test_the_input_type_of_a_configuration():
     assert e.value.hint == "`gemmlab list --dtype fp32` shows the variants that run fp32"
 
 
+def test_the_output_type_of_a_configuration():
+    mma, tiled = discover().get("mma"), discover().get("tiled")
+    assert mma.out_dtype({"OUT_DTYPE": "bf16"}) == "bf16" and mma.out_dtype({}) == "fp32" == tiled.out_dtype(tiled.defaults())
+    assert mma.for_dtype("bf16", {"BM": 64}, "bf16") == {"BM": 64, "OUT_DTYPE": "bf16", "DTYPE": "bf16"}
+    assert mma.for_dtype(None, None, "fp32") == {} and mma.for_dtype(None, {"OUT_DTYPE": "bf16"}, "bf16") == {"OUT_DTYPE": "bf16"}
+    assert tiled.for_dtype("fp32", {"TILE": 8}, "fp32") == {"TILE": 8}  # C in fp32: what every variant writes
+    with pytest.raises(GemmlabError) as e:
+        tiled.for_dtype("fp32", None, "bf16")
+    assert e.value.message == "variant 'tiled' writes C in fp32 only, not bf16"
+    assert e.value.hint == "the tensor-core rungs wmma, mma and the wgmma ones take --out-dtype"
+    with pytest.raises(GemmlabError) as e:
+        mma.for_dtype("bf16", {"OUT_DTYPE": "fp32"}, "bf16")
+    assert e.value.message == "--out-dtype bf16 and -p OUT_DTYPE=fp32 disagree"
+
+
 def test_a_value_reached_only_by_changing_every_other_parameter_is_sampled(user_dir):
     path = write_template(user_dir, "far", GOOD_BODY, header_extra=(
         "[params.X]\ndefault = 0\nchoices = [0, 1]\n[params.Y]\ndefault = 0\nchoices = [0, 1]\n"
