@@ -200,3 +200,36 @@ def test_every_measuring_command_takes_out_dtype_and_reproduces_it():
     assert r.exit_code == 1 and "variant 'tiled' writes C in fp32 only, not bf16" in r.output
     r = CliRunner().invoke(cli, ["sweep", "--variant", "mma", "--dtype", "bf16", "--param", "OUT_DTYPE=fp32,bf16"])
     assert r.exit_code == 1 and "a sweep runs one C type; choose it with --out-dtype" in r.output
+
+
+def test_a_timed_kernel_is_checked_again_and_loses_its_time_if_wrong(monkeypatch):
+    """time_then_check (GEMM's Problem and the other problems share it), with a stand-in for the GPU's
+    timer: a launch right every time keeps its timing; one that writes into A while timed is caught, put
+    right, and not timed; one right only on its first launch is caught by the check after the timing."""
+    import gemmlab.gpu.problem as gp
+    from gemmlab.results.model import Result, Timing
+    monkeypatch.setattr(gp, "bench", lambda launch, min_reps, phase: (launch(), launch(),
+                                                                      Timing(1.0, 1.0, 1.0, 2))[-1])
+    p = problem(33, 40, 70, "bf16", "bf16")
+    right = kernel(p, lambda acc, p: acc)
+    r = Result("k", {}, p.shape)
+    r.check = p.verify(right)
+    p._timed(r, right(p.main), (32, 32), None, 2, None)
+    assert r.check.passed and r.timing is not None
+
+    def clobbers():
+        right(p.main)()
+        p.main.A[0, 0] ^= 1
+    r = Result("k", {}, p.shape)
+    p._timed(r, clobbers, (32, 32), None, 2, None)
+    assert r.timing is None and r.check.clobbered == ["A: 1 element changed, first at (0, 0)"]
+    assert np.array_equal(p.main.A, p.main.pristine["A"])
+
+    calls = []
+
+    def first_only():
+        calls.append(1)
+        store(p, np.zeros(p.C.shape, np.float32) if len(calls) > 1 else np.ones(p.C.shape, np.float32))
+    r = Result("k", {}, p.shape)
+    p._timed(r, first_only, (32, 32), None, 2, None)
+    assert r.timing is None and not r.check.passed

@@ -166,6 +166,19 @@ class Inputs:
         return found
 
 
+def time_then_check(xp, r: Result, launch, inputs, check_again, min_reps: int, phase) -> None:
+    """Time `launch` into r, then check its result again (`check_again()`: a verdict on `inputs`): a kernel
+    that keeps state from one launch to the next (split K's counters, kernels/split.j2; stream-K's flags,
+    kernels/stream_k.j2) must be right on the last one too, and one that wrote into its inputs while timed
+    is caught. A wrong result takes the timing away."""
+    r.timing = bench(launch, min_reps=min_reps, phase=phase)
+    clobbered = inputs.guard(xp)
+    again = check_again()
+    again.clobbered = clobbered + again.clobbered
+    if not again.passed:
+        r.check, r.timing = again, None
+
+
 class Problem:
     """Inputs for one shape and input type, on the GPU: fresh random A and B (the timed set, INPUT_SETS[0]),
     the output C, and the other input sets, made when a kernel is checked. A and B are float32 for fp32
@@ -278,16 +291,10 @@ class Problem:
         return self._workspace
 
     def _timed(self, r: Result, launch, tile, epilogue, min_reps: int, phase, scale: str | None = None) -> None:
-        """Time `launch` on the timed inputs, then check them again: a kernel that keeps state from one
-        launch to the next (split K's counters, kernels/split.j2; stream-K's flags, kernels/stream_k.j2)
-        must be right on the last one too, and one that wrote into its inputs while timed is caught."""
-        r.timing = bench(launch, min_reps=min_reps, phase=phase)
+        """Time `launch` on the timed inputs, then check them again (time_then_check)."""
         main = self.timed_set(scale)
-        clobbered = main.guard(self.cupy)
-        again = self.verify(lambda inputs: launch, tile, epilogue, sets=[main])
-        again.clobbered = clobbered + again.clobbered
-        if not again.passed:
-            r.check, r.timing = again, None
+        time_then_check(self.cupy, r, launch, main,
+                        lambda: self.verify(lambda inputs: launch, tile, epilogue, sets=[main]), min_reps, phase)
 
     def cublas(self, min_reps: int = 10) -> Result:
         """cuBLAS on the same inputs, the yardstick: cupy.matmul for fp32, cublasGemmEx for the others."""

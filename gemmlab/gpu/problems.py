@@ -23,11 +23,10 @@ import numpy as np
 from ..errors import GemmlabError
 from ..results import check as checking
 from ..results.model import Result, Shape
-from .bench import bench
 from .device import get_device, measure_copy_bandwidth
 from .driver import cuda
 from .launch import load
-from .problem import FENCE, synchronize
+from .problem import FENCE, synchronize, time_then_check
 
 REFERENCE = "cupy"  # the reference row's name, for every problem (its source says which call)
 
@@ -135,12 +134,8 @@ class ProblemRun:
         """Time `launch`, then check again (`checked`: the launch that leaves its result in y, where the
         timed one does not): a kernel right only on its first launch, or one that wrote into its inputs
         while timed, is caught."""
-        r.timing = bench(launch, min_reps=min_reps, phase=phase)
-        clobbered = self.main.guard(self.cupy)
-        again = self.verify(lambda inputs: checked or launch, sets=[self.main])
-        again.clobbered = clobbered + again.clobbered
-        if not again.passed:
-            r.check, r.timing = again, None
+        time_then_check(self.cupy, r, launch, self.main,
+                        lambda: self.verify(lambda inputs: checked or launch, sets=[self.main]), min_reps, phase)
 
     def cublas(self, min_reps: int = 10) -> Result:
         """The problem's cupy reference on the same inputs (the request keeps GEMM's name)."""
