@@ -65,6 +65,7 @@ PLACES = {
     "launch.workspace": ("launch.workspace", "", "workspace = {q}\n"),
     "launch.zero_output": ("launch.zero_output", "", "zero_output = {q}\n"),
     "launch.resident": ("launch.resident", "", "resident = {q}\n"),
+    "launch.zero_workspace": ("launch.zero_workspace", "", "zero_workspace = {q}\n"),
     "launch.requires": ("launch.requires", "", "[[launch.requires]]\ncheck = {q}\nwhy = \"a shape rule\"\n"),
     "launch.reduce.block": ("launch.reduce.block", "", '[launch.reduce]\nblock = [{q}]\ngrid = ["1"]\n'),
     "launch.reduce.grid": ("launch.reduce.grid", "", '[launch.reduce]\nblock = ["32"]\ngrid = [{q}]\n'),
