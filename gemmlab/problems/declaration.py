@@ -68,6 +68,7 @@ class Declaration:
     input_sets: tuple[InputSet, ...] = FLOAT_SETS
     poison: float = math.nan     # what y holds before a checked launch (NaN: an element never written fails)
     tile: tuple[int, int] = (1, 1024)  # the rows x columns a failing check's map counts by
+    check_name: str | None = None  # what a verdict names as its reference, where not reference_name
     notes: dict = field(default_factory=dict)
 
     def shape(self, size: int | None = None, M: int | None = None, N: int | None = None) -> Shape:

@@ -25,7 +25,7 @@ def _reference(xp, inputs, y):
 
 DECLARATION = Declaration(
     name="reduce", what="y[0] = sum of n float32 values (y is float[1])",
-    reference_name="cupy.sum",
+    reference_name="cupy.sum", check_name="float64 cupy.sum",
     args={"x": "const float* input, n elements", "y": "float* output, one element", "n": "int: elements",
           "workspace": "launch.workspace bytes of scratch"},
     make=_make, output=lambda xp, shape: xp.empty(1, dtype=xp.float32), expect=_expect,

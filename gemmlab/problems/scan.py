@@ -27,7 +27,7 @@ def _reference(xp, inputs, y):
 
 DECLARATION = Declaration(
     name="scan", what="y[i] = x[0] + ... + x[i] (inclusive prefix sum), n float32 values",
-    reference_name="cupy.cumsum",
+    reference_name="cupy.cumsum", check_name="float64 cupy.cumsum",
     args={"x": "const float* input, n elements", "y": "float* output, n elements", "n": "int: elements",
           "workspace": "launch.workspace bytes of scratch"},
     make=_make, output=lambda xp, shape: xp.empty(shape.N, dtype=xp.float32), expect=_expect,
