@@ -1,6 +1,7 @@
 """FP8: the formats and their rounding, the scales of each mode, the dequantised reference and its bound
 (numpy stands in for cupy), and the FP8 rung's configurations (rendered, compiled, the QGMMA in the SASS);
-on a GPU, the rung on every scaling mode, the rounding against torch's, and torch._scaled_mm's row."""
+on a GPU, the rung on every scaling mode, the rounding against torch's, torch._scaled_mm's row and
+cuBLASLt's through nvmath-python (--refs cublaslt)."""
 
 import math
 
@@ -338,6 +339,24 @@ def test_torch_scaled_mm_row_passes_or_says_why_not(mode):
         return
     c = p.verify(lambda i: scaled_mm(i, p.C, "e4m3")[0], sets=list(p.input_sets(mode)))
     assert c.passed, c.summary()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out", ["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", FP8)
+def test_cublaslt_nvmath_row_is_checked_and_timed_or_says_why_not(dtype, out):
+    """--refs cublaslt on FP8: cuBLASLt through nvmath-python on the per-tensor codes and scales, checked
+    on every input set and timed, or (e5m2 x e5m2, which cuBLASLt's FP8 lacks on Hopper) no row, with why."""
+    pytest.importorskip("torch")
+    pytest.importorskip("nvmath")
+    from gemmlab.gpu import references
+    p = Problem(Shape(512, 384, 640), dtype=dtype, out_dtype=out)
+    r = references.measure(p, "cuBLASLt", min_reps=3)
+    if isinstance(r, references.Skipped):
+        assert dtype == "e5m2" and r.why.startswith("nvmath-python's cuBLASLt does not take this GEMM"), r.why
+        return
+    assert r.status == "PASS" and r.timing is not None, (r.error, r.check and r.check.summary())
+    assert "FP8" in r.source and r.extra["scale"] == "tensor"
 
 
 @pytest.mark.gpu

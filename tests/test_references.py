@@ -88,7 +88,59 @@ def test_missing_packages_skip_with_why(monkeypatch):
     assert references.triton(problem) == references.Skipped(
         "Triton", "torch with CUDA is not installed (Triton's matmul comes through torch.compile)")
     problem.dtype = "e4m3"
-    assert references.cublaslt(problem).why == "FP8's cuBLAS row is cuBLASLt's already (torch._scaled_mm)"
+    assert references.cublaslt(problem).why == references.cublaslt(type("P", (), {"dtype": "bf16"})()).why
+    assert references.triton(problem).why.startswith("no Triton row for FP8 inputs (torch.mm takes no float8 operands")
+
+
+def _fake_nvmath(monkeypatch):
+    """An importable nvmath-python that must not be reached (the row is refused before it is used)."""
+    import types
+    nvmath = types.ModuleType("nvmath")
+    nvmath.linalg = types.ModuleType("nvmath.linalg")
+    nvmath.linalg.advanced = types.ModuleType("nvmath.linalg.advanced")
+    for name, module in (("nvmath", nvmath), ("nvmath.linalg", nvmath.linalg),
+                         ("nvmath.linalg.advanced", nvmath.linalg.advanced)):
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_fp8_cublaslt_needs_torch(monkeypatch):
+    _fake_nvmath(monkeypatch)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    problem = type("P", (), {"dtype": "e5m2"})()
+    assert references.cublaslt(problem) == references.Skipped(
+        "cuBLASLt", "FP8 operands need torch (cupy has no float8 types for nvmath-python)")
+
+
+class _Tensor:
+    """What torch.from_dlpack gives, as far as _fp8_operands uses it: the array, the type it is viewed as,
+    and the transpose."""
+    def __init__(self, x, kind=None):
+        self.x, self.kind = x, kind
+
+    def view(self, kind):
+        return _Tensor(self.x, kind)
+
+    def t(self):
+        return _Tensor(self.x.T, self.kind)
+
+
+@pytest.mark.parametrize("dtype", ["e4m3", "e5m2"])
+def test_fp8_cublaslt_operands_are_a_bt_as_column_major_b_and_the_tensor_scales(dtype):
+    """nvmath's FP8 operands: A's codes, B^T's codes read as a K x N column-major B, both in torch's float8
+    type of the run, and the per-tensor scales, which multiply to the reference (a stand-in torch)."""
+    from gemmlab.results import fp8
+    fake = type("T", (), {"float8_e4m3fn": "e4m3 type", "float8_e5m2": "e5m2 type",
+                          "from_dlpack": staticmethod(lambda x: _Tensor(x))})
+    problem = Problem(Shape(40, 24, 72), seed=2, dtype=dtype, xp=np)
+    ops = references._fp8_operands(fake, problem)(problem.main)
+    a, b, scales = ops["a"], ops["b"], ops["quantization_scales"]
+    assert (a.kind, b.kind) == (f"{dtype} type", f"{dtype} type") and scales["a"].kind is None
+    assert a.x.shape == (40, 72) and b.x.shape == (72, 24) and b.x.flags.f_contiguous  # column-major B
+    assert scales["a"].x.shape == scales["b"].x.shape == (1,)
+    got = (fp8.decode(np, a.x, dtype) * scales["a"].x[0]) @ (fp8.decode(np, b.x, dtype) * scales["b"].x[0])
+    np.testing.assert_allclose(got, problem.main.ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(GemmlabError, match=r"^cuBLASLt's row takes per-tensor FP8 scales, not row$"):
+        references._fp8_operands(fake, problem)(problem.timed_set("row"))
 
 
 @pytest.mark.parametrize("wrong", [False, True])

@@ -1,5 +1,6 @@
 """The GPU's libraries, imported on first use: cupy (with the reason when it cannot be had) and the CUDA
-driver bindings (tensor maps, cluster occupancy). Everything else on the GPU side starts here.
+driver bindings (tensor maps, cluster occupancy), and torch where a reference row needs it. Everything
+else on the GPU side starts here.
 """
 
 from __future__ import annotations
@@ -63,3 +64,16 @@ def bindings():
         raise GemmlabError("TMA and cluster variants need cuda-bindings (tensor maps, cluster occupancy)",
                            hint="pip install cuda-bindings") from None
     return drv
+
+
+def torch_with_cuda():
+    """torch, where it is installed and sees a GPU; else None (the reference rows that need it are left out
+    with a note: gpu/references.py, gpu/fp8_refs.py)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    try:
+        return torch if torch.cuda.is_available() else None
+    except Exception:  # a torch whose CUDA libraries do not load
+        return None

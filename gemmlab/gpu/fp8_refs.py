@@ -1,14 +1,14 @@
-"""The FP8 references: cuBLASLt's FP8 GEMM through torch._scaled_mm and through nvmath-python, on the very
-codes and scales a gemmlab kernel gets (gemmlab/gpu/problem.py's FP8 inputs).
+"""The FP8 cuBLAS row: cuBLASLt's FP8 GEMM through torch._scaled_mm, on the very codes and scales a gemmlab
+kernel gets (gemmlab/gpu/problem.py's FP8 inputs). (`--refs cublaslt` adds cuBLASLt's FP8 GEMM through
+nvmath-python beside it, its heuristics' algorithms autotuned: gemmlab/gpu/references.py.)
 
-Neither package is a dependency of gemmlab: where one is missing, or refuses a scaling mode, the reference
-is None with a one-line note of why, and its row is left out with that note; never an error.
+torch is not a dependency of gemmlab: where it is missing, or refuses a scaling mode, the reference is None
+with a one-line note of why, and its row is left out with that note; never an error.
 
-    launch, note = scaled_mm(inputs, C, dtype)     # per-tensor (inputs.scale "tensor"), row or block
-    launch, note = nvmath_matmul(inputs, C, dtype)  # per-tensor
-    launch()                                        # C (float32, M x N) = the dequantised A @ B
+    launch, note = scaled_mm(inputs, C, dtype)     # per-tensor (inputs.scale "tensor") or row scales
+    launch()                                       # C (M x N, C's type) = the dequantised A @ B
 
-Both take B^T (N x K, row-major), which is B column-major: cuBLASLt's FP8 GEMM on Hopper takes only the
+It takes B^T (N x K, row-major), which is B column-major: cuBLASLt's FP8 GEMM on Hopper takes only the
 "TN" layout, as FP8 wgmma does.
 """
 
@@ -16,23 +16,17 @@ from __future__ import annotations
 
 import contextlib
 
-from .driver import cuda
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch if hasattr(torch, "_scaled_mm") and torch.cuda.is_available() else None
+from .driver import cuda, torch_with_cuda
 
 
 def scaled_mm(inputs, C, dtype: str, fast_accum: bool = False):
     """torch._scaled_mm on `inputs` (problem.Inputs of an FP8 dtype) into C. `fast_accum`: cuBLASLt's FP8 fast
     accumulation (the tensor cores sum all of K, no promotion). (launch, None) or (None, why not)."""
-    torch = _torch()
+    torch = torch_with_cuda()
     if torch is None:
         return None, "torch with CUDA is not installed: no torch._scaled_mm row"
+    if not hasattr(torch, "_scaled_mm"):
+        return None, f"torch {torch.__version__} has no _scaled_mm (FP8 GEMM): no torch._scaled_mm row"
     cupy = cuda()
     kinds = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
     M, K = inputs.A.shape

@@ -4,6 +4,13 @@ kernel, so that a row says where it stands against more than cupy.matmul's one c
 - cuBLASLt, through nvmath-python: `Matmul(A, B, C, beta=0)` in place, planned with up to ALGORITHMS of
   cuBLASLt's heuristic algorithms, `autotune` times them on the timed inputs and puts the fastest first,
   and `execute` writes C. beta = 0: cuBLASLt does not read C, so its NaN poison does not matter.
+  FP8 inputs (e4m3, e5m2): the codes viewed as torch's float8 types, B^T read as a column-major B (the
+  only FP8 layout cuBLASLt has on Hopper) and the per-tensor scales of A and B as its quantization scales,
+  fast accumulation off (torch._scaled_mm's default, which gave the FP8 rung's PROMOTE=128 C bit for bit:
+  docs/fp8.md). Per-tensor only: nvmath-python's other FP8 scales are MXFP8's 1 x 32 blocks, which need
+  compute capability 10.0 (Blackwell). The FP8
+  cuBLAS row is cuBLASLt's too, through torch._scaled_mm (gpu/fp8_refs.py): this row adds the autotuned
+  best of cuBLASLt's algorithms.
 - Triton, through torch.compile: `C.copy_(torch.mm(A, B))` compiled with inductor's max-autotune restricted
   to its Triton templates (no aten, so no cuBLAS behind the name); its generated code must hold a Triton
   matmul (`tl.dot`), and the row lists the kernels it launches. Its C is the inputs' type only: inductor
@@ -30,6 +37,7 @@ from typing import Callable
 from ..errors import GemmlabError
 from ..results import fp8
 from ..results.model import Result
+from .driver import torch_with_cuda
 
 # --refs's words and the rows' names, in the order the rows come
 NAMES = {"cublaslt": "cuBLASLt", "triton": "Triton"}
@@ -107,18 +115,6 @@ def _first_line(e: Exception) -> str:
     return (text.splitlines()[0] if text else type(e).__name__)[:200]
 
 
-def _torch():
-    """torch, where it is installed and sees a GPU; else None."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    try:
-        return torch if torch.cuda.is_available() else None
-    except Exception:
-        return None
-
-
 def _view(torch, problem):
     """array -> the operand the libraries take: a torch tensor on the array's memory (DLPack; bf16 bits
     as bfloat16), or the cupy array itself without torch (None for bf16: cupy has no bfloat16)."""
@@ -138,16 +134,22 @@ def _stream(problem) -> dict:
     return {"stream": ptr} if ptr else {}
 
 
-def _unsupported(name: str, problem) -> Skipped | None:
-    if problem.dtype in fp8.FORMATS:
-        return Skipped(name, "FP8's cuBLAS row is cuBLASLt's already (torch._scaled_mm)")
-    return None
+def _fp8_operands(torch, problem):
+    """FP8 inputs -> nvmath's operands of one input set: A's codes (M x K) and B^T's read as B (K x N,
+    column-major) in torch's float8 type, and the per-tensor scales of A and B as quantization scales."""
+    kind = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[problem.dtype]
+    codes = lambda x: torch.from_dlpack(x).view(kind)  # noqa: E731 (uint8 bits, as cupy holds them)
+
+    def operands(inputs):
+        if inputs.scale != "tensor":  # (the Problem's rows run on its first inputs, which are per-tensor)
+            raise GemmlabError(f"cuBLASLt's row takes per-tensor FP8 scales, not {inputs.scale}")
+        return {"a": codes(inputs.A), "b": codes(inputs.Bt).t(),
+                "quantization_scales": {"a": torch.from_dlpack(inputs.scale_a), "b": torch.from_dlpack(inputs.scale_b)}}
+    return operands
 
 
 def cublaslt(problem, phase=None) -> Ref | Skipped:
     """cuBLASLt through nvmath-python, in place into C, its heuristics' best algorithms autotuned."""
-    if (no := _unsupported("cuBLASLt", problem)) is not None:
-        return no
     try:
         import nvmath
         from nvmath.linalg import advanced
@@ -155,10 +157,17 @@ def cublaslt(problem, phase=None) -> Ref | Skipped:
         return Skipped("cuBLASLt", "nvmath-python is not installed (pip install nvmath-python, or gemmlab[refs])")
     except Exception as e:  # installed, but its libraries do not load
         return Skipped("cuBLASLt", f"nvmath-python does not load: {_first_line(e)}")
-    torch = _torch()
+    torch = torch_with_cuda()
+    is_fp8 = problem.dtype in fp8.FORMATS
+    if is_fp8 and torch is None:
+        return Skipped("cuBLASLt", "FP8 operands need torch (cupy has no float8 types for nvmath-python)")
     view = _view(torch, problem)
     if view is None:
         return Skipped("cuBLASLt", "bf16 operands need torch (cupy has no bfloat16 for nvmath-python)")
+    if is_fp8:
+        operands = _fp8_operands(torch, problem)
+    else:
+        operands = lambda inputs: {"a": view(inputs.A), "b": view(inputs.B)}  # noqa: E731
     if phase:
         phase("plan and autotune cuBLASLt (nvmath-python)", 30.0)
     stream = _stream(problem)
@@ -167,8 +176,9 @@ def cublaslt(problem, phase=None) -> Ref | Skipped:
         options["compute_type"] = nvmath.linalg.ComputeType.COMPUTE_32F_FAST_TF32
     t0 = time.perf_counter()
     try:
-        mm = advanced.Matmul(view(problem.main.A), view(problem.main.B), c=view(problem.C), alpha=1.0, beta=0.0,
-                             options=options, **stream)
+        first = operands(problem.main)
+        mm = advanced.Matmul(first.pop("a"), first.pop("b"), c=view(problem.C), alpha=1.0, beta=0.0,
+                             options=options, **first, **stream)
         algorithms = mm.plan(preferences=advanced.MatmulPlanPreferences(limit=ALGORITHMS), **stream)
         mm.autotune(iterations=AUTOTUNE_ITERATIONS, **stream)
     except Exception as e:
@@ -177,18 +187,20 @@ def cublaslt(problem, phase=None) -> Ref | Skipped:
     setup_ms = (time.perf_counter() - t0) * 1e3
 
     def on(inputs):
-        mm.reset_operands(a=view(inputs.A), b=view(inputs.B), **stream)  # C stays: it is the Problem's
+        mm.reset_operands(**operands(inputs), **stream)  # C stays: it is the Problem's
         return lambda: mm.execute(**stream)
-    source = (f"nvmath-python {nvmath.__version__} cuBLASLt: the fastest of {len(algorithms)} heuristic "
+    what = f" FP8 ({problem.dtype.upper()}, per-tensor scales)" if is_fp8 else ""
+    source = (f"nvmath-python {nvmath.__version__} cuBLASLt{what}: the fastest of {len(algorithms)} heuristic "
               f"algorithms, autotuned")
-    return Ref(on, source, setup_ms, {"algorithms": len(algorithms)})
+    return Ref(on, source, setup_ms, {"algorithms": len(algorithms)} | ({"scale": "tensor"} if is_fp8 else {}))
 
 
 def triton(problem, phase=None) -> Ref | Skipped:
     """Triton's matmul through torch.compile (inductor's max-autotune over its Triton templates only)."""
-    if (no := _unsupported("Triton", problem)) is not None:
-        return no
-    torch = _torch()
+    if problem.dtype in fp8.FORMATS:
+        return Skipped("Triton", "no Triton row for FP8 inputs (torch.mm takes no float8 operands, and inductor's "
+                                 "template for torch._scaled_mm is not wired in here)")
+    torch = torch_with_cuda()
     if torch is None:
         return Skipped("Triton", "torch with CUDA is not installed (Triton's matmul comes through torch.compile)")
     try:
