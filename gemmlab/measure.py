@@ -73,6 +73,8 @@ def measure(command: str, jobs, shape: Shape, opts: Options, reporter: Reporter,
         if note not in said:
             said.add(note)
             reporter.note(note)
+    if doc.get("notes"):  # (they come after the last row: the --out file is written again to hold them)
+        recorder.save(doc)
     if total is not None:
         doc["planned"] = total
     return doc, rows, recorder

@@ -68,6 +68,17 @@ def test_a_missing_package_is_a_note_and_no_row(fake_gpu, monkeypatch):
     assert rs.reproduce.endswith(" --refs cublaslt") and [x["variant"] for x in rs.rows][-2:] == ["cuBLASLt", "cuBLAS"]
 
 
+def test_runs_out_file_keeps_the_note(fake_gpu, monkeypatch, tmp_path):
+    """A run's --out file holds the notes too (they come after its last row; at 06c2583 only stderr had them)."""
+    monkeypatch.setenv("FAKEGPU_MISSING", "cuBLASLt")
+    out = tmp_path / "run.json"
+    r = invoke("run", "--variant", "tiled", "--size", 64, "--refs", "cublaslt", "--out", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert doc["notes"] == ["no cuBLASLt row: the package behind cuBLASLt is not installed"]
+    assert [x["variant"] for x in doc["rows"]] == ["cuBLAS", "tiled"]
+
+
 def test_a_suite_says_a_missing_reference_once(fake_gpu, monkeypatch):
     monkeypatch.setenv("FAKEGPU_MISSING", "cuBLASLt")
     r = invoke("suite", "--only", "256x256x256,256x256x1024", "--variants", "tiled", "--refs", "cublaslt,triton", "--json")
