@@ -101,7 +101,7 @@ def test_the_roofline_takes_the_input_types_bytes():
     ((128, 14336, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
     ((4096, 4096, 4100), "bf16", "wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied"),
     ((4096, 4095, 4096), "fp16", "wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied"),
-    ((100, 4095, 4096), "fp16", "mma", {"BM": 64, "BN": 64, "WM": 32, "WN": 64, "SPLIT_K": 2},
+    ((100, 4095, 4096), "fp16", "mma", {"BM": 128, "BN": 128, "WM": 32, "WN": 64, "SPLIT_K": 4},
      "K or N is not a multiple of 16 bytes: cp.async"),
     ((4096, 4096, 4096), "tf32", "wgmma_tf32", {}, "TMA and wgmma"),
     ((4096, 4096, 4098), "tf32", "mma", {}, "K or N is not a multiple of 16 bytes"),

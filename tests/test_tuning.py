@@ -135,25 +135,45 @@ def test_up_to_4_rows_of_c_take_gemv(shape, params):
                    f"K in {params['SPLIT_K']} slice(s)")
 
 
-@pytest.mark.parametrize("shape,params,why", [
-    ((3079, 6638, 627), {}, "1300 tiles of 128 x 128"),  # enough 128 x 128 tiles: mma's defaults
-    ((1000, 1201, 4097), {"BM": 64, "BN": 128, "WM": 32, "WN": 64}, "160 tiles of 64 x 128"),  # 80 of 128 x 128
-    ((300, 1001, 96), {"BM": 64, "BN": 64, "WM": 32, "WN": 64}, "80 tiles of 64 x 64"),  # K too short to split
-    ((39, 36, 1657), {"BM": 64, "BN": 64, "WM": 32, "WN": 64, "SPLIT_K": 8}, "1 tiles of 64 x 64, K in 8 slices"),
-    ((10, 72, 5209), {"BM": 64, "BN": 64, "WM": 32, "WN": 64, "SPLIT_K": 32}, "2 tiles of 64 x 64, K in 32 slices"),
-    ((10, 72, 100001), {"BM": 64, "BN": 64, "WM": 32, "WN": 64, "SPLIT_K": 64}, "2 tiles of 64 x 64, K in 64 slices"),
+@pytest.mark.parametrize("shape,split,why", [
+    ((3079, 6638, 627), 1, "1300 tiles of 128 x 128"),           # ten waves of tiles: no split
+    ((1000, 1201, 4097), 4, "80 tiles of 128 x 128, K in 4 slices"),  # 3 waves of 33 steps + 8 beat 1 of 129 + 4
+    ((300, 1001, 96), 1, "24 tiles of 128 x 128"),               # 3 K steps: too short to split
+    ((3000, 160, 9001), 8, "48 tiles of 128 x 128, K in 8 slices"),   # 3 waves of 36 steps; 16 make 6 of 18
+    ((7000, 90, 1626), 2, "55 tiles of 128 x 128, K in 2 slices"),    # 1 wave of 26 steps; 4 make 2 of 13
+    ((39, 36, 1657), 8, "1 tiles of 64 x 64, K in 8 slices"),         # 16 slices would be 103 deep (at least 128)
+    ((10, 72, 100001), 64, "2 tiles of 64 x 64, K in 64 slices"),     # at most 64 slices
+    ((4000, 1, 400), 2, "63 tiles of 64 x 64, K in 2 slices"),        # 4 slices would be 100 deep
+    ((2500, 7, 6000), 8, "40 tiles of 64 x 64, K in 8 slices"),       # 4 an SM: 320 blocks in one wave
+    ((50, 1400, 250), 1, "22 tiles of 64 x 64"),
 ])
-def test_unaligned_shapes_take_mma_with_tiles_and_slices_enough(shape, params, why):
-    """mma for TF32, and for the 16-bit types up to 128 rows of C (more take wgmma_ws, below)."""
+def test_unaligned_shapes_take_mma_with_k_split_where_it_ends_sooner(shape, split, why):
+    """mma for TF32, and for the 16-bit types up to 128 rows of C or too few tiles for wgmma_ws (below):
+    128 x 128 tiles of 8 warps (64 x 64 of 2 where M or N is 64 or less), K in the slices that make waves
+    x (steps + MMA_BLOCK_STEPS) least."""
+    small = min(shape[0], shape[1]) <= 64
+    params = ({"BM": 64, "BN": 64, "WM": 32, "WN": 64} if small else {"BM": 128, "BN": 128, "WM": 32, "WN": 64}) \
+        | ({"SPLIT_K": split} if split > 1 else {})
     assert tuning.mma_rule(Shape(*shape), 132) == ("mma", params, "K or N is not a multiple of 16 bytes: "
                                                    "cp.async (TMA cannot read the rows), " + why)
-    for dtype in ("bf16", "fp16", "tf32") if shape[0] <= 128 else ("tf32",):
+    for dtype in ("bf16", "fp16", "tf32") if shape[0] <= 128 or shape[1] < 128 else ("tf32",):
         name, overrides, reason = tuning.tensor_rule(Shape(*shape), dtype, 132)
         assert (name, overrides) == ("mma", params)
         assert reason == "K or N is not a multiple of 16 bytes: cp.async (TMA cannot read the rows), " + why
 
 
-@pytest.mark.parametrize("shape", [(129, 5001, 2048), (3079, 6638, 627), (1000, 1201, 4097), (600, 1024, 7777),
+def test_mma_split_weighs_waves_against_slice_depth():
+    assert tuning.mma_split(48, 9001, 132) == 8     # 282 steps: 3 waves of 36 + 8 beat 1 of 141 + 8, 6 of 18 + 8
+    assert tuning.mma_split(100, 9001, 132) == 1    # 1 wave of 282 + 4 beats 7 of 36 + 8 and 2 of 141 + 8
+    assert tuning.mma_split(1, 96, 132) == 1        # 3 steps: a slice keeps 4 at least
+    assert tuning.mma_split(1, 256, 132) == 1       # 8 steps: 2 slices of 4 + 8 end no sooner
+    assert tuning.mma_split(1, 1024, 132) == 8      # 32 steps: 8 slices of 4 (16 would be 64 deep)
+    assert tuning.mma_split(1, 10 ** 6, 132, most=16) == 16
+    assert tuning.mma_split(132, 10 ** 6, 132) == 1  # a full wave: slices only add waves
+    assert tuning.mma_rule(Shape(7000, 90, 1626), 132, split_ok=False)[1] == {"BM": 128, "BN": 128, "WM": 32, "WN": 64}  # a 16-bit C
+
+
+@pytest.mark.parametrize("shape", [(129, 5001, 2048), (3079, 6638, 627), (1000, 1201, 4097), (2000, 1024, 7777),
                                    (4096, 4096, 4095), (1025, 1793, 128)])
 def test_big_unaligned_shapes_take_wgmma_ws_on_aligned_copies(shape):
     for dtype in ("bf16", "fp16"):
@@ -164,10 +184,10 @@ def test_big_unaligned_shapes_take_wgmma_ws_on_aligned_copies(shape):
 
 
 @pytest.mark.parametrize("shape", [(128, 5001, 2048), (16381, 127, 15532), (633, 1249, 127), (250, 513, 1001),
-                                   (242, 155, 7337)])
+                                   (242, 155, 7337), (3000, 160, 9001), (600, 1024, 7777), (1024, 999, 1001)])
 def test_narrow_short_or_few_tiled_unaligned_shapes_take_mma(shape):
-    """Each condition alone sends a shape to mma: 128 rows or fewer, N or K under 128, fewer than 8 tiles
-    of 128 x 256 (250 x 513 has 2 x 3 = 6)."""
+    """Each condition alone sends a shape to mma: 128 rows or fewer, N or K under 128, fewer than SMs / 4
+    tiles of 128 x 256 (250 x 513 has 2 x 3 = 6, 3000 x 160 has 24, 1024 x 999 has 32 of the 33 asked)."""
     assert tuning.tensor_rule(Shape(*shape), "bf16", 132)[0] == "mma"
 
 

@@ -171,26 +171,50 @@ def split_k(blocks: int, K: int, step: int, most: int, slots: int) -> int:
     return split
 
 
-# mma's tiles for a shape TMA cannot read, largest first: (BM, BN, WM, WN). The smaller ones keep more
-# blocks in play where C has few rows or columns; split K makes the rest.
-MMA_TILES = ((128, 128, 64, 64), (64, 128, 32, 64), (64, 64, 32, 64))
+# mma's tile for a shape TMA cannot read: 128 x 128 in 8 warps of 32 x 64. On the sweeps of two unaligned
+# shapes (3000 x 160 x 9001 and 7000 x 90 x 1626, H100, benchmarks/anyshape-bf16-tuning.toml) it beat 4
+# warps of 64 x 64 and the 64-wide tiles at every K split; a tile as wide as a narrow N reads A once.
+MMA_TILE = {"BM": 128, "BN": 128, "WM": 32, "WN": 64}
+# Where M or N is 64 or less, half of that tile (and of its warps) would compute past C's edge: 64 x 64
+# tiles of 2 warps, several blocks an SM (4 with the staging words of odd rows). On 300 x 10 x 1500,
+# 2500 x 7 x 6000, 4000 x 1 x 400 and 50 x 1400 x 250 they ran 1.1-1.3x faster than 128 x 128 tiles.
+MMA_SMALL_TILE, MMA_SMALL_PER_SM = {"BM": 64, "BN": 64, "WM": 32, "WN": 64}, 4
+# What a block costs besides its K steps, in K steps: the pipeline's start and C's stores; with K split, as
+# much again for slice 0's zeros and the atomic adds of every slice into C.
+MMA_BLOCK_STEPS, MMA_SPLIT_STEPS = 4, 4
+
+
+def mma_split(tiles: int, K: int, slots: int, step: int = 32, most: int = 64) -> int:
+    """Slices of K (a power of 2) for `tiles` C tiles on `slots` block slots: the fewest slices that bring
+    the time, waves of blocks times the K steps of one slice plus MMA_BLOCK_STEPS (and MMA_SPLIT_STEPS
+    once split), to its least; each slice at least 4 K steps of `step`. 48 tiles and 282 steps on 132
+    slots: 8 slices (3 waves of 36 steps, where 16 make 6 of 18); 55 tiles and 51 steps: 2 (one wave of
+    26, where 4 make two of 13)."""
+    steps = math.ceil(K / step)
+    best, best_time, split = 1, None, 1
+    while split <= most and (split == 1 or K // split >= 4 * step):
+        time = math.ceil(tiles * split / slots) * (math.ceil(steps / split) + MMA_BLOCK_STEPS
+                                                   + (MMA_SPLIT_STEPS if split > 1 else 0))
+        if best_time is None or time < best_time:
+            best, best_time = split, time
+        split *= 2
+    return best
 
 
 def mma_rule(shape, sms: int, split_ok: bool = True) -> tuple[str, dict, str]:
-    """mma for K or N not a multiple of 16 bytes: the largest tile of which there are at least as many as
-    SMs, else the smallest, with K split until about 2 blocks an SM (mma's smaller tiles fit several
-    on one), unless not `split_ok` (a 16-bit C, which split K's FP32 atomics cannot add into)."""
+    """mma for K or N not a multiple of 16 bytes: MMA_TILE, one block an SM (8 warps of 165 registers), or
+    MMA_SMALL_TILE where M or N is 64 or less, with K split where that ends sooner (mma_split), unless
+    not `split_ok` (a 16-bit C, which split K's FP32 atomics cannot add into)."""
     M, N, K = shape.M, shape.N, shape.K
-    for bm, bn, wm, wn in MMA_TILES:
-        tiles = math.ceil(M / bm) * math.ceil(N / bn)
-        if tiles >= sms:
-            break
-    split = split_k(tiles, K, 32, 64, 2 * sms) if split_ok else 1
-    params = {} if bm == bn == 128 else {"BM": bm, "BN": bn, "WM": wm, "WN": wn}
+    small = min(M, N) <= 64
+    tile, slots = (MMA_SMALL_TILE, MMA_SMALL_PER_SM * sms) if small else (MMA_TILE, sms)
+    tiles = math.ceil(M / tile["BM"]) * math.ceil(N / tile["BN"])
+    split = mma_split(tiles, K, slots) if split_ok else 1
+    params = dict(tile)
     if split > 1:
         params["SPLIT_K"] = split
     return ("mma", params, f"K or N is not a multiple of 16 bytes: cp.async (TMA cannot read the rows), "
-            f"{tiles} tiles of {bm} x {bn}" + (f", K in {split} slices" if split > 1 else ""))
+            f"{tiles} tiles of {tile['BM']} x {tile['BN']}" + (f", K in {split} slices" if split > 1 else ""))
 
 
 def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
@@ -213,8 +237,8 @@ def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["sm_90"].SMEM_PER_SM,
                 out_dtype: str = "fp32") -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
-    N not a multiple of 16 bytes), FP16 and BF16 with more than 128 rows, N and K of 128 or more and at
-    least 8 tiles of 128 x 256 take wgmma_ws on copies of A or B with aligned rows (on 13 such shapes
+    N not a multiple of 16 bytes), FP16 and BF16 with more than 128 rows, N and K of 128 or more and
+    at least SMs / 4 tiles of 128 x 256 take wgmma_ws on copies of A or B with aligned rows (on 13 such shapes
     0.5-3.7x cuBLAS, whose own kernels for them are slow, where mma made 0.3-1.0x:
     benchmarks/h100-unaligned-tuning-bf16.json; narrower, shorter or fewer tiles lost to cuBLAS by up to
     7x on the random shapes of benchmarks/h100-random-bf16-unaligned-rule.json); the others, and TF32,
@@ -232,9 +256,10 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     step, split_ok = TMA_ELEMENTS[dtype], out_dtype == "fp32"
     if K % step or N % step:
         # wgmma_ws's 128 x 256 tiles and 64-deep K steps, behind a copy of A or B: worth it where the tiles are
-        # mostly full and there are some of them; a narrow N or short K leaves most of each tile idle and
-        # the copy a large part of the time
-        big = M > 128 and N >= 128 and K >= 128 and math.ceil(M / 128) * math.ceil(N / 256) >= 8
+        # mostly full and fill a quarter of the SMs at least; a narrow N or short K leaves most of each tile
+        # idle and the copy a large part of the time, and with fewer tiles mma splitting K ends sooner
+        # (3000 x 160 x 9001, 24 tiles: wgmma_ws 0.56x cuBLAS, mma in 8 slices 1.07x)
+        big = M > 128 and N >= 128 and K >= 128 and 4 * math.ceil(M / 128) * math.ceil(N / 256) >= sms
         if not big or dtype not in ("fp16", "bf16"):
             return mma_rule(shape, sms, split_ok)
         return ("wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied to aligned rows for TMA "
