@@ -40,17 +40,17 @@ class Plant:
         return re.sub(r'^parent = "[^"]*"$', f'parent = "{self.base}"', text, count=1, flags=re.M)
 
 
-_MMA_STORE = "const int row = m0 + wm + i * 16 + g + h * 8, col = n0 + wn + j * 8 + t * 2;"
+_MMA_STORE = "                const float v = staged_c[r * {{ WN + 8 }} + q * 32 + lane];"
 _TILED_STORE = "        C[row * N + col] = acc;\n}"
 
 PLANTS = [
     Plant("planted_mma_zero_tile", "mma", ("bf16", "fp16", "tf32"), _MMA_STORE,
-          _MMA_STORE + "\n                if (row >= 64 && row < 96 && col >= 32 && col < 64)"
-                       " acc[i][j][2 * h] = acc[i][j][2 * h + 1] = 0.0f;  // planted: one 32 x 32 patch of zeros",
+          "                const float v = row >= 64 && row < 96 && col >= 32 && col < 64  // planted: one 32 x 32 patch of zeros\n"
+          "                    ? 0.0f : staged_c[r * {{ WN + 8 }} + q * 32 + lane];",
           "writes zeros into one 32 x 32 patch of C"),
     Plant("planted_mma_bf16_out", "mma", ("bf16", "fp16"), _MMA_STORE,
-          _MMA_STORE + "\n                for (int e = 2 * h; e < 2 * h + 2; ++e)  // planted: C rounded to bf16\n"
-                       "                    acc[i][j][e] = __uint_as_float((__float_as_uint(acc[i][j][e]) + 0x8000u) & 0xFFFF0000u);",
+          "                const float v = __uint_as_float((__float_as_uint(staged_c[r * {{ WN + 8 }} + q * 32 + lane])"
+          " + 0x8000u) & 0xFFFF0000u);  // planted: C rounded to bf16",
           "rounds C to bf16 before storing it"),
     Plant("planted_spread_cells", "spread", ("fp32",), "                C[row * N + col] = acc[i][j];",
           "                C[row * N + col] = (row < 1000 && col < 1000 && row % 257 == 3 && col % 263 == 5)\n"
