@@ -391,3 +391,20 @@ def test_a_payload_in_a_childs_block_fails_cleanly(user_dir, mark, payload):
     with pytest.raises(GemmlabError, match=rf"^template error at {re.escape(str(path))}:7: {re.escape(UNSAFE)}") as e:
         render(v)
     _one_line(e.value)
+
+
+def test_constraints_evaluated_together_say_the_same_as_one_by_one():
+    from gemmlab.templates.sandbox import evaluate, evaluate_all
+    names = {"A": 4, "B": 0}
+    checks = ("A > 2", "B > 2", "A % 4 == 0")
+    assert evaluate_all(checks, names, "constraint") == [evaluate(c, names, "constraint") for c in checks] \
+        == [True, False, True]
+    # an expression that only parses inside the list ("(A) + (B)") is still a syntax error of its own
+    with pytest.raises(GemmlabError, match=r"cannot evaluate 'A\) \+ \(B'"):
+        evaluate_all(("A) + (B", "A > 2"), names, "constraint")
+    with pytest.raises(GemmlabError, match="'C' is undefined"):
+        evaluate_all(("A > 2", "C"), names, "constraint")
+    with pytest.raises(GemmlabError, match="'A // B' failed: integer division"):
+        evaluate_all(("A > 2", "A // B"), names, "constraint")
+    with pytest.raises(GemmlabError, match="not allowed"):
+        evaluate_all(("A > 2", "A.__class__"), names, "constraint")

@@ -119,3 +119,31 @@ def evaluate(expr: str, names: Mapping[str, object], where: str, path: Path | No
     except (ArithmeticError, TypeError, ValueError) as e:
         where = f"{path}: {where}" if path else where
         raise GemmlabError(f"{where}: '{expr}' failed: {e}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _all_of(exprs: tuple[str, ...]):
+    """One compiled expression giving the list of these expressions' values, or None where one of them
+    does not compile on its own (then evaluating them one by one says which)."""
+    try:
+        for e in exprs:
+            _compiled(e)
+    except TemplateError:
+        return None
+    return _compiled("[" + ", ".join(f"({e})" for e in exprs) + "]")
+
+
+def evaluate_all(exprs: tuple[str, ...], names: Mapping[str, object], where: str, path: Path | None = None) -> list:
+    """The values of several header expressions (a template's constraints) over the same names: as
+    `evaluate` of each, but in one evaluation, since a sweep or a test sample checks thousands of
+    configurations and evaluating is mostly setting up the sandbox's context. Where that fails, or a
+    value is undefined, they are evaluated one at a time, so the error names the expression."""
+    combined = _all_of(exprs) if exprs else None
+    if combined is not None:
+        try:
+            values = combined(**names)
+            if not any(isinstance(v, Undefined) for v in values):
+                return values
+        except (TemplateError, ArithmeticError, TypeError, ValueError):
+            pass
+    return [evaluate(e, names, where, path) for e in exprs]

@@ -19,7 +19,7 @@ from typing import Iterator, Mapping
 
 from ..errors import GemmlabError
 from ..limits import NAMES as LIMIT_NAMES, Limits, limits as device_limits
-from .sandbox import evaluate, names_in
+from .sandbox import evaluate, evaluate_all, names_in
 
 # What a kernel may take, by the names launch.args lists: the matrices (A and B in the input type, C
 # float32), the sizes (int32), launch.workspace bytes of scratch, a TMA tensor map over A, B or B^T
@@ -242,8 +242,9 @@ class Variant:
             names["THREADS"] = self.threads(values)
         if "SMEM" in read:
             names["SMEM"] = evaluate(self.smem, {**names, "M": 1, "N": 1, "K": 1, "SMS": 1}, "launch.smem", self.path)
-        for c in self.constraints:
-            if not evaluate(c.check, names, "constraint", self.path):
+        checks = evaluate_all(tuple(c.check for c in self.constraints), names, "constraint", self.path)
+        for c, holds in zip(self.constraints, checks):
+            if not holds:
                 shown = [f"{n} = {names[n]}" for n in dict.fromkeys(re.findall(r"\b[A-Z_][A-Z0-9_]*\b", c.check))
                          if n in LIMIT_NAMES + LAUNCH_NAMES]
                 out.append(f"{c.check}: {c.why}" + (f" [{', '.join(shown)}]" if shown else ""))
