@@ -38,6 +38,14 @@ if not (os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_SHARED_CACHE))
 os.environ["GEMMLAB_CACHE_DIR"] = os.environ[_SHARED_CACHE]
 for _var in ("GEMMLAB_KERNELS", "GEMMLAB_HISTORY", "GEMMLAB_TUNING", "GEMMLAB_GPU_JOBS"):
     os.environ.pop(_var, None)
+# Bytecode: a run starts about a hundred Python processes (the workers, the CLI and job workers of the
+# tests, notebook kernels), each importing gemmlab. Where PYTHONDONTWRITEBYTECODE forbids bytecode beside
+# the sources, every one of them would compile gemmlab's modules (and the workers the tests' rewritten
+# asserts) from source again: about 0.2 s of CPU each. Those processes keep their bytecode in the run's
+# scratch directory instead, shared by all and removed with it; nothing is written beside the sources.
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("PYTHONDONTWRITEBYTECODE")
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(_SCRATCH / "pycache"))
 
 
 REQUIRE_GPU = switched_on(os.environ.get("GEMMLAB_REQUIRE_GPU"))
