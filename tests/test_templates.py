@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import gemmlab
 from gemmlab import GemmlabError
 from gemmlab.limits import limits
 from gemmlab.render import render
@@ -815,3 +816,19 @@ def test_a_toml_error_at_the_end_of_the_header(user_dir, toml, message):
     with pytest.raises(GemmlabError) as e:
         load_variant(path, builtin=False)
     assert e.value.message == f"bad template header in {path}: {message}"
+
+
+def test_the_catalog_is_read_again_when_a_template_changes(user_dir):
+    """discover() keeps the last catalogs by the bytes of their templates: an edit of the same size (within
+    the file system's timestamp tick), a new template and a removed one are each seen at once."""
+    path = write_template(user_dir, "mine", GOOD_BODY)
+    first = gemmlab.catalog((user_dir,))
+    assert first.get("mine").idea == "a test template" and gemmlab.catalog((user_dir,)).get("mine") is first.get("mine")
+    path.write_text(path.read_text().replace("a test template", "a best template"))
+    assert gemmlab.catalog((user_dir,)).get("mine").idea == "a best template"
+    path.write_text(path.read_text().replace('name = "mine"', 'name = "mime"'))  # a broken header now
+    with pytest.raises(GemmlabError, match='name = "mime" but the file is mine.cu.j2'):
+        gemmlab.catalog((user_dir,)).get("mine")
+    path.unlink()
+    with pytest.raises(GemmlabError, match="unknown variant 'mine'"):
+        gemmlab.catalog((user_dir,)).get("mine")

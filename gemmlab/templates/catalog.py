@@ -6,6 +6,7 @@ the ladder's order.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,15 +100,19 @@ def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
     for d in extra_dirs:
         if not Path(d).expanduser().is_dir():
             raise GemmlabError(f"--kernels-dir {d}: no such directory")
-    cat = Catalog(dirs=users + [builtin_dir()])
+    dirs = users + [builtin_dir()]
+    files = [sorted(d.rglob("*" + SUFFIX)) if d.is_dir() else [] for d in dirs]
+    key = _fingerprint(dirs, files)
+    if key is not None and key in _seen:
+        old = _seen[key]  # the same files as last time: their headers need not be read again
+        return Catalog(dirs=list(old.dirs), variants=dict(old.variants), broken=dict(old.broken))
+    cat = Catalog(dirs=dirs)
     found: dict[str, list[tuple[Path, bool]]] = {}
     twins: dict[Path, Path] = {}  # a template -> another of its name in the same directory
-    for d in cat.dirs:
+    for d, paths in zip(cat.dirs, files):
         builtin = d == cat.dirs[-1]
-        if not d.is_dir():
-            continue
         here: dict[str, Path] = {}
-        for path in sorted(d.rglob("*" + SUFFIX)):
+        for path in paths:
             name = name_of(path)
             if name in here:
                 twins.setdefault(here[name], path)
@@ -128,4 +133,25 @@ def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
         if len(places) > 1:
             v.shadows = places[1][0]
         cat.variants[name] = v
+    if key is not None:
+        while len(_seen) >= 8:
+            del _seen[next(iter(_seen))]
+        _seen[key] = Catalog(dirs=list(cat.dirs), variants=dict(cat.variants), broken=dict(cat.broken))
     return cat
+
+
+# Catalogs already read in this process, by their directories and the bytes of every template in them. The
+# API, the notebook magics and each command's steps ask for the catalog many times; reading it is parsing
+# and checking every header (about 30 ms), while hashing the files is well under 1 ms. An edited, added
+# or removed template changes the key, so it is read again.
+_seen: dict[tuple, Catalog] = {}
+
+
+def _fingerprint(dirs: list[Path], files: list[list[Path]]) -> tuple | None:
+    """The key of _seen: the directories, and each template's path and hash; None where one cannot be read
+    (reading it in discover says why)."""
+    try:
+        return (tuple(dirs), tuple((p, hashlib.blake2b(p.read_bytes(), digest_size=16).digest())
+                                   for paths in files for p in paths))
+    except OSError:
+        return None
