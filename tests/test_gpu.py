@@ -23,9 +23,12 @@ CONFIGS = [(v.name, p) for v in gemmlab.catalog().ladder() for p in v.sample()]
 # (1000, 1000, 40) ends K inside the first steps a pipeline starts before its loop (mma read past A's
 # end there; the NaN fenced around A and B, gpu/problem.py, makes such a read wrong C);
 # (2100, 2000, 72) gives the persistent rungs more tiles than SMs and few K steps, an odd number of 32;
-# (300, 204, 150) has rows of A 4-byte aligned and of B 8-byte aligned (mma's narrower cp.async copies).
+# (300, 204, 150) has rows of A 4-byte aligned and of B 8-byte aligned (mma's narrower cp.async copies);
+# the last four have 1 to 7 columns (gemv_n): rows of A starting at every offset (K odd), at even ones
+# (K = 4100) and aligned (2048), K split over a block's warps at 5 and 300 rows, and K's last elements.
 SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (257, 136, 104), (1000, 1000, 520), (1000, 1000, 40),
-          (2100, 2000, 72), (300, 204, 150), (257, 144, 96), (1000, 1008, 1040), (4096, 4096, 4096)]  # (K, N multiples of 16: FP8's TMA)
+          (2100, 2000, 72), (300, 204, 150), (257, 144, 96), (1000, 1008, 1040), (4096, 4096, 4096),  # (K, N multiples of 16: FP8's TMA)
+          (77, 1, 1003), (1000, 2, 999), (5, 3, 4100), (300, 7, 2048)]
 
 
 @pytest.fixture(scope="module")

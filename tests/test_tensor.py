@@ -20,7 +20,7 @@ from gemmlab.templates import DTYPES, discover
 from conftest import sass, write_template
 
 TENSOR = ["wmma", "mma", "wgmma", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32"]
-SIXTEEN = ["wmma", "mma", "wgmma", "gemv", "wgmma_ws", "wgmma_pingpong"]  # the rungs that run bf16 and fp16, in ladder order
+SIXTEEN = ["wmma", "mma", "wgmma", "gemv", "gemv_n", "wgmma_ws", "wgmma_pingpong"]  # the rungs that run bf16 and fp16, in ladder order
 
 
 def invoke(*args):
