@@ -5,7 +5,7 @@ worker process to time out or hang (test_worker, test_isolated, test_jobs, test_
 kernel, or for a pytest inside a test. The controller, which only hands out tests, starts this module in a
 process of the lowest priority the kernel has (SCHED_IDLE: it runs only on a core nothing else wants, so
 it takes no time from the tests), and it compiles into the run's shared compile cache what the tests
-will compile (each variant's defaults, test_compile's configurations, test_planted's plants), then
+will compile (each variant's defaults, test_compile's configurations), then
 disassembles the defaults' cubins, whose SASS tests read, into the shared SASS cache (`sass`). The
 tests that come to them later find them there, as they would after another test made them: the cache
 entry is keyed by the source, the options and NVRTC, and holds ptxas's report. conftest orders the tests
@@ -58,13 +58,11 @@ def main() -> None:
     ladder = discover().ladder()
     # First each variant's defaults in each input type, which many tests compile (test_properties'
     # first example, test_tensor, the CLI's and the API's); then the rest of test_compile's configurations
-    # (the same list, the same calls); then test_planted's plants as it compiles them (a plant's source
-    # does not name the directory it is in); then the SASS of the defaults, which test_compile's and
+    # (the same list, the same calls); then the SASS of the defaults, which test_compile's and
     # test_tensor's SASS tests read.
     defaults = [(v, v.resolve(v.for_dtype(d))) for v in ladder for d in v.dtypes]
     jobs = [(v, p, "sm_90", False) for v, p in defaults]
     jobs += [(v, p, "sm_90", False) for v in ladder for p in risk_sample(v) if (v, p) not in defaults]
-    jobs += _plants()
     jobs += [(v, p, "sm_90", True) for v, p in defaults]
     for v, params, arch, disassemble in jobs:
         if os.getppid() != parent:  # the run is over
@@ -75,17 +73,6 @@ def main() -> None:
                 sass(compiled)
         except Exception:  # the test that needs it will say what is wrong
             pass
-
-
-def _plants() -> list:
-    import tempfile
-    import gemmlab
-    from planted import COMPILED, write
-    directory = Path(tempfile.mkdtemp(prefix="gemmlab-prefetch-"))
-    write(directory)
-    planted = gemmlab.catalog((directory,))
-    return [(v, v.resolve(v.for_dtype(d)), "sm_90a" if plant.base == "mma" else "sm_90", False)
-            for plant, d in COMPILED for v in [planted.get(plant.name)]]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Planted bugs (tests/planted.py): each still applies to its rung and compiles (CPU); on a GPU the check
+"""Planted bugs (tests/planted.py): each still applies to its rung (CPU); on a GPU the check
 fails each one in every dtype it runs, never times it, and says where; the inputs one of them wrote
 into are restored, so the kernel after it still passes."""
 
@@ -7,7 +7,9 @@ import pytest
 import gemmlab
 from gemmlab.gpu.problem import Problem
 from gemmlab.results.model import Shape
-from planted import COMPILED, PLANTS, write
+from gemmlab.render import render
+from planted import PLANTS, write
+from sampling import FULL
 
 CASES = [(p, d) for p in PLANTS for d in p.dtypes]
 IDS = [f"{p.name}-{d}" for p, d in CASES]
@@ -21,13 +23,17 @@ def planted(tmp_path_factory):
     return gemmlab.catalog((d,))
 
 
-@pytest.mark.parametrize("plant,dtype", COMPILED, ids=[f"{p.name}-{d}" for p, d in COMPILED])
-def test_each_plant_applies_and_compiles(plant, dtype, planted):
+@pytest.mark.parametrize("plant", PLANTS, ids=[p.name for p in PLANTS])
+def test_each_plant_applies(plant, planted):
+    """Each plant renders with its line in place in every input type it runs. It is compiled where it runs
+    (the GPU test below) and, with GEMMLAB_TESTS_FULL=1, here: 0.5 to 1.5 s of CPU each."""
     v = planted.get(plant.name)
     assert not v.builtin and v.parent == plant.base
-    params = v.resolve(v.for_dtype(dtype))
-    compiled = gemmlab.build(v, params, arch="sm_90a" if plant.base == "mma" else "sm_90")
-    assert "planted" in compiled.compiled.rendered.source and compiled.resources.registers > 0
+    for dtype in plant.dtypes:
+        params = v.resolve(v.for_dtype(dtype))
+        assert "planted" in render(v, params).source
+        if FULL:
+            assert gemmlab.build(v, params, arch="sm_90a" if plant.base == "mma" else "sm_90").resources.registers > 0
 
 
 def test_a_plant_whose_line_is_gone_says_so():
