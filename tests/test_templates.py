@@ -174,7 +174,7 @@ def test_a_regular_install_ships_the_kernels(tmp_path):
                          check=True).stdout.split("\n")
     assert str(target) in out[0]
     others = [v.name for v in discover().variants.values() if v.problem != "gemm"]  # transpose, reduce, ...
-    assert out[1:4] == [str(sorted(LADDER + others)), "{}", str(target / "gemmlab/kernels/tensor/21_wgmma_ws.cu.j2")]
+    assert out[1:4] == [str(sorted(LADDER + others)), "{}", str(target / "gemmlab/kernels/tensor/22_wgmma_ws.cu.j2")]
     assert int(out[4]) > 10000  # rendered: hopper.j2, epilogue.j2 and stream_k.j2 were found in lib/
     # every module of the checkout is in the wheel and imports from it (a subpackage left out of
     # pyproject's list would import from nowhere), and the command runs
