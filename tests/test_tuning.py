@@ -125,7 +125,7 @@ def test_the_tensor_rules_thresholds(shape, variant, params):
     ((3, 4096, 4096), {"BM": 4, "ROWS": 16, "SPLIT_K": 128}),
     ((4, 28672, 8192), {"BM": 4, "ROWS": 16, "SPLIT_K": 32}),   # 28 tiles x 32 = 896
     ((1, 4096, 64), {"BM": 1, "ROWS": 16, "SPLIT_K": 2}),       # 64 rows: 2 slices of 2 groups of 16
-    ((1, 8, 8), {"BM": 1, "ROWS": 16, "SPLIT_K": 1}),
+    ((1, 16, 8), {"BM": 1, "ROWS": 16, "SPLIT_K": 1}),
 ])
 def test_up_to_4_rows_of_c_take_gemv(shape, params):
     name, overrides, why = tuning.tensor_rule(Shape(*shape), "bf16", 132)
@@ -156,7 +156,8 @@ def test_unaligned_shapes_take_mma_with_k_split_where_it_ends_sooner(shape, spli
         | ({"SPLIT_K": split} if split > 1 else {})
     assert tuning.mma_rule(Shape(*shape), 132) == ("mma", params, "K or N is not a multiple of 16 bytes: "
                                                    "cp.async (TMA cannot read the rows), " + why)
-    for dtype in ("bf16", "fp16", "tf32") if shape[0] <= 128 or shape[1] < 128 else ("tf32",):
+    few_columns = shape[1] <= tuning.GEMV_N_COLUMNS  # gemv_n's for bf16 and fp16 (below)
+    for dtype in ("bf16", "fp16", "tf32") if (shape[0] <= 128 or shape[1] < 128) and not few_columns else ("tf32",):
         name, overrides, reason = tuning.tensor_rule(Shape(*shape), dtype, 132)
         assert (name, overrides) == ("mma", params)
         assert reason == "K or N is not a multiple of 16 bytes: cp.async (TMA cannot read the rows), " + why
@@ -255,3 +256,35 @@ def test_the_cache_file_name_and_other_types_skipped():
     assert tuning.cached("GPU", s)[0]["variant"] == "tiled"  # past the bf16 entry, read before it
     v, params, _ = tuning.choose(gemmlab.catalog(), "GPU", Shape(64, 8448, 4096), sms=200, dtype="bf16")
     assert (v.name, params["BN"]) == ("wgmma", 64)  # 66 tiles of 128 on 200 SMs: 64 wide
+
+
+@pytest.mark.parametrize("shape,rows,ksplit", [
+    ((1, 2, 403), 1, 8),        # one row, K of 256 or more: K over the block's 8 warps
+    ((177, 1, 111), 1, 1),      # K under 256: one warp a row
+    ((237, 3, 1915), 1, 8),     # 30 blocks of 8 rows would leave most SMs idle
+    ((900, 5, 10000), 1, 8),    # 113 blocks: under 2 an SM, K long
+    ((4000, 1, 400), 1, 1),     # 500 blocks: enough; 8 times as many split would cost more than they gain
+    ((1000, 3, 500), 1, 1),     # 125 blocks but K too short for 4 steps of 256 a block
+    ((5772, 2, 12358), 1, 1),   # A streamed one warp a row
+    ((8000, 6, 3001), 2, 1),    # 4 columns or more and 500 blocks of 2 rows a warp: a chunk of B serves 2 rows
+    ((4000, 6, 3001), 1, 1),    # 250 blocks of 2 rows a warp would be under 2 an SM
+    ((1, 8, 4096), 1, 8),       # 8 aligned columns, a few rows: still gemv_n (gemv's tiles are 1024 wide)
+    ((64, 8, 4096), 1, 8),
+])
+def test_up_to_8_columns_of_c_take_gemv_n(shape, rows, ksplit):
+    for dtype in ("bf16", "fp16"):
+        name, overrides, why = tuning.tensor_rule(Shape(*shape), dtype, 132)
+        assert (name, overrides) == ("gemv_n", {"ROWS": rows, "KSPLIT": ksplit})
+        assert why == (f"{shape[1]} column(s) of C: a stream of A, {rows} row(s) a warp"
+                       + (", K over the 8 warps of a block" if ksplit > 1 else ""))
+    assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[0] != "gemv_n"   # 16-bit inputs only
+    assert tuning.tensor_rule(Shape(*shape), "bf16", 132, out_dtype="bf16")[0] != "gemv_n"  # it writes an FP32 C
+
+
+def test_eight_aligned_columns_and_many_rows_stay_on_the_tensor_cores():
+    """With N = 8, K a multiple of 8 and more than 128 rows, gemv_n's 16 FMAs and conversions per element of A
+    fell behind cuBLAS (16000 x 8 x 4000: 0.42x): the tensor-core rules keep those; unaligned ones and 9
+    columns or more are not gemv_n's either."""
+    assert tuning.tensor_rule(Shape(16000, 8, 4000), "bf16", 132)[0] == "wgmma_ws"
+    assert tuning.tensor_rule(Shape(16000, 8, 4001), "bf16", 132)[0] == "gemv_n"
+    assert tuning.tensor_rule(Shape(16000, 9, 4001), "bf16", 132)[0] == "mma"

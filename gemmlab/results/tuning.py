@@ -234,6 +234,27 @@ def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
     return ("gemv", params, f"{M} row(s) of C: a stream of B, {tiles} tile(s) of {bm} x 1024, K in {split} slice(s)")
 
 
+# gemv_n takes C of up to 8 columns: a stream of A, each row's dot products on the CUDA cores.
+GEMV_N_COLUMNS = 8
+
+
+def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
+    """gemv_n for up to GEMV_N_COLUMNS columns of C, any K: one warp a row of A (two from 4 columns on, where
+    a chunk of B then serves two rows, when there are rows enough for 2 blocks an SM), and K split over the
+    8 warps of a block where one warp a row would leave the SMs with fewer than 2 blocks each and K has
+    1024 elements or more (4 steps of 256), or where M is at most 2 blocks an SM anyway and K has 256 or
+    more. On benchmarks/few-columns-bf16-tuning.toml (H100): 40 x 4 x 16000 in 9.5 us with K split, 41 without;
+    with many short rows the split's 8 times as many blocks cost more than they gain (4000 x 1 x 400: 7.9
+    us whole, 20 split)."""
+    M, N, K = shape.M, shape.N, shape.K
+    rows = 2 if N >= 4 and math.ceil(M / 16) >= 2 * sms else 1
+    few = math.ceil(M / (8 * rows)) < 2 * sms and K >= 1024 or M <= 2 * sms and K >= 256
+    ksplit = 8 if few and rows == 1 else 1
+    params = {"ROWS": rows, "KSPLIT": ksplit}
+    return ("gemv_n", params, f"{N} column(s) of C: a stream of A, {rows} row(s) a warp"
+            + (", K over the 8 warps of a block" if ksplit > 1 else ""))
+
+
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["sm_90"].SMEM_PER_SM,
                 out_dtype: str = "fp32") -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
@@ -254,6 +275,11 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     if dtype in ("e4m3", "e5m2"):  # one FP8 rung, not tuned per shape yet (docs/fp8.md)
         return "wgmma_ws_fp8", {}, "FP8: the one FP8 rung, warp-specialised wgmma with promotion every 128 of K"
     step, split_ok = TMA_ELEMENTS[dtype], out_dtype == "fp32"
+    # gemv_n for a few columns, except with 8 aligned ones and many rows, where its CUDA cores' 16 FMAs and
+    # conversions per element of A fall behind (16000 x 8 x 4000: 144 us, cuBLAS 61) and the tensor cores keep up
+    aligned8 = N % step == 0 and K % step == 0 and M > 128
+    if N <= GEMV_N_COLUMNS and dtype in ("fp16", "bf16") and out_dtype == "fp32" and not aligned8:
+        return gemv_n_rule(shape, sms)
     if K % step or N % step:
         # wgmma_ws's 128 x 256 tiles and 64-deep K steps, behind a copy of A or B: worth it where the tiles are
         # mostly full and fill a quarter of the SMs at least; a narrow N or short K leaves most of each tile
