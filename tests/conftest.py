@@ -39,13 +39,13 @@ os.environ["GEMMLAB_CACHE_DIR"] = os.environ[_SHARED_CACHE]
 for _var in ("GEMMLAB_KERNELS", "GEMMLAB_HISTORY", "GEMMLAB_TUNING", "GEMMLAB_GPU_JOBS"):
     os.environ.pop(_var, None)
 # Bytecode: a run starts about a hundred Python processes (the workers, the CLI and job workers of the
-# tests, notebook kernels), each importing gemmlab. Where PYTHONDONTWRITEBYTECODE forbids bytecode beside
-# the sources, every one of them would compile gemmlab's modules (and the workers the tests' rewritten
-# asserts) from source again: about 0.2 s of CPU each. Those processes keep their bytecode in the run's
-# scratch directory instead, shared by all and removed with it; nothing is written beside the sources.
-if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.pop("PYTHONDONTWRITEBYTECODE")
-    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(_SCRATCH / "pycache"))
+# tests, notebook kernels), each importing gemmlab. Where PYTHONDONTWRITEBYTECODE is set, every one of them
+# would compile gemmlab's modules from source again (about 0.2 s of CPU each), so the processes the run
+# starts write bytecode as Python does by default: gemmlab/__pycache__ and tests/__pycache__, which git
+# ignores. (A PYTHONPYCACHEPREFIX would keep the checkout clean but also hide the installed packages'
+# bytecode: each worker then compiled pytest, numpy and cupy from source, 4 s more of its collection.)
+if not os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 REQUIRE_GPU = switched_on(os.environ.get("GEMMLAB_REQUIRE_GPU"))
