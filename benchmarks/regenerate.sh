@@ -190,6 +190,10 @@ problems() {  # the ladders of the problems besides GEMM beside their cupy refer
     case " ${PROBLEMS:-histogram} " in *" histogram "*)
         keep compare --problem histogram --inputs skewed --size "$n" --rounds 3 --out "$dir/$p-problem-histogram-skewed.json" ;;
     esac
+    case " ${PROBLEMS:-scan} " in *" scan "*)  # the sweep behind lookback's defaults
+        keep sweep --variant lookback --param BLOCK=128,256,512 --param V=4,8,16 --size "$n" --rounds 2 \
+            --out "$dir/$p-sweep-scan-lookback.json" ;;
+    esac
 }
 
 fp8() {  # FP8 (issue 43): wgmma_ws_fp8 per scaling mode, e4m3 and e5m2, 5 rounds taken in turn, at the issue's
