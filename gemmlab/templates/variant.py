@@ -238,8 +238,10 @@ class Variant:
         out = []
         names = {**self.limits.names(), **values}
         read = frozenset().union(*(names_in(c.check) for c in self.constraints))
+        block = None  # launch.block, worked out once: for THREADS, or for the limits below
         if "THREADS" in read:
-            names["THREADS"] = self.threads(values)
+            block = self._dims(self.block, {**names, "M": 1, "N": 1, "K": 1}, "block")
+            names["THREADS"] = block[0] * block[1] * block[2]
         if "SMEM" in read:
             names["SMEM"] = evaluate(self.smem, {**names, "M": 1, "N": 1, "K": 1, "SMS": 1}, "launch.smem", self.path)
         checks = evaluate_all(tuple(c.check for c in self.constraints), names, "constraint", self.path)
@@ -250,7 +252,8 @@ class Variant:
                 out.append(f"{c.check}: {c.why}" + (f" [{', '.join(shown)}]" if shown else ""))
         if out:
             return out  # the template's own reasons say it better than the generic limits below
-        block = self._dims(self.block, {**names, "M": 1, "N": 1, "K": 1}, "block")
+        if block is None:
+            block = self._dims(self.block, {**names, "M": 1, "N": 1, "K": 1}, "block")
         threads = block[0] * block[1] * block[2]
         if min(block) < 1:
             out.append(f"block {block}: every dimension must be at least 1")
@@ -319,8 +322,7 @@ class Variant:
 
     def _dims(self, exprs: tuple[str, ...], names: Mapping, what: str) -> tuple[int, int, int]:
         dims = []
-        for e in exprs:
-            v = evaluate(e, names, f"launch.{what}", self.path)
+        for e, v in zip(exprs, evaluate_all(tuple(exprs), names, f"launch.{what}", self.path)):
             if not isinstance(v, int) or isinstance(v, bool):
                 raise GemmlabError(f"{self.path}: launch.{what} '{e}' gave {v!r}, not an integer")
             dims.append(v)
