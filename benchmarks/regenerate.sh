@@ -190,9 +190,11 @@ problems() {  # the ladders of the problems besides GEMM beside their cupy refer
     case " ${PROBLEMS:-histogram} " in *" histogram "*)
         keep compare --problem histogram --inputs skewed --size "$n" --rounds 3 --out "$dir/$p-problem-histogram-skewed.json" ;;
     esac
-    case " ${PROBLEMS:-scan} " in *" scan "*)  # the sweep behind lookback's defaults
+    case " ${PROBLEMS:-scan} " in *" scan "*)  # the sweeps behind lookback's and prefetch's defaults
         keep sweep --variant lookback --param BLOCK=128,256,512 --param V=4,8,16 --size "$n" --rounds 2 \
-            --out "$dir/$p-sweep-scan-lookback.json" ;;
+            --out "$dir/$p-sweep-scan-lookback.json"
+        keep sweep --variant prefetch --param BLOCK=128,256 --param V=4,8,16 --param WAVES=2,3,4,6,8 --size "$n" \
+            --rounds 2 --out "$dir/$p-sweep-scan-prefetch.json" ;;
     esac
 }
 

@@ -174,7 +174,7 @@ def test_every_problem_has_its_ladder():
     assert [v.name for v in CAT.ladder("transpose")] == ["transpose_naive", "smem_tile", "padded_tile", "vec_tile"]
     assert [v.name for v in CAT.ladder("reduce")] == ["interleaved", "sequential", "shfl", "gridstride", "twopass"]
     assert [v.name for v in CAT.ladder("copy")] == ["copy", "copy_vec"]
-    assert [v.name for v in CAT.ladder("scan")] == ["scan_blocks", "lookback"]
+    assert [v.name for v in CAT.ladder("scan")] == ["scan_blocks", "lookback", "prefetch"]
     assert [v.name for v in CAT.ladder("histogram")] == ["global_atomic", "shared_atomic"]
     assert all(v.problem == "gemm" for v in CAT.ladder())  # GEMM's ladder is GEMM's alone
     for v in RUNGS:
