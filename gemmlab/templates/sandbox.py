@@ -14,8 +14,9 @@ import functools
 from pathlib import Path
 from typing import Mapping
 
-from jinja2 import StrictUndefined, Undefined, meta
+from jinja2 import StrictUndefined, Undefined, nodes
 from jinja2.exceptions import SecurityError, TemplateError
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment, modifies_known_mutable, safe_range
 
 from ..errors import GemmlabError
@@ -78,12 +79,26 @@ def _compiled(expr: str):
 
 
 @functools.lru_cache(maxsize=None)
-def names_in(expr: str) -> frozenset[str]:
-    """The names an expression reads (none where it does not parse: evaluating it says why)."""
+def _parsed(expr: str) -> nodes.Expr | None:
+    """The expression's syntax tree, or None where it is not one whole expression (`a), (b` is not, though
+    it would fit in a list of two)."""
     try:
-        return frozenset(meta.find_undeclared_variables(_expr_env.parse("{{ (" + expr + ") }}")))
+        parser = Parser(_expr_env, expr, state="variable")
+        tree = parser.parse_expression()
+        return tree if parser.stream.eos else None
     except TemplateError:
+        return None
+
+
+def names_in(expr: str) -> frozenset[str]:
+    """The names an expression reads besides the sandbox's functions (none where it does not parse:
+    evaluating it says why). An expression declares no names of its own, so these are the names in its
+    tree."""
+    tree = _parsed(expr)
+    if tree is None:
         return frozenset()
+    names = [tree] if isinstance(tree, nodes.Name) else list(tree.find_all(nodes.Name))  # (find_all: below the root)
+    return frozenset(n.name for n in names) - _expr_env.globals.keys()
 
 
 def expression_line(path: Path, expr: str) -> int | None:
@@ -124,13 +139,15 @@ def evaluate(expr: str, names: Mapping[str, object], where: str, path: Path | No
 @functools.lru_cache(maxsize=None)
 def _all_of(exprs: tuple[str, ...]):
     """One compiled expression giving the list of these expressions' values, or None where one of them
-    does not compile on its own (then evaluating them one by one says which)."""
+    is not an expression on its own (then evaluating them one by one says why). Each is only parsed
+    here: compiling is Jinja's slow part (a command's start compiled every template's constraints twice,
+    alone and in the list)."""
+    if any(_parsed(e) is None for e in exprs):
+        return None
     try:
-        for e in exprs:
-            _compiled(e)
+        return _compiled("[" + ", ".join(f"({e})" for e in exprs) + "]")
     except TemplateError:
         return None
-    return _compiled("[" + ", ".join(f"({e})" for e in exprs) + "]")
 
 
 def evaluate_all(exprs: tuple[str, ...], names: Mapping[str, object], where: str, path: Path | None = None) -> list:
