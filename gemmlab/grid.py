@@ -109,14 +109,45 @@ def _compile(rendered, arch):
         return e.message
 
 
+# Compiles run in processes, whatever NVRTC does with the GIL. They are forked from a forkserver, a fresh
+# process that has imported NVRTC's binding (and so cupy) once: a spawned process spent about 0.45 s of
+# CPU importing them before its first compile, longer than a small kernel's compile. The forkserver has no
+# CUDA context and none of the parent's threads (the progress thread), so forking it is safe. Its
+# environment and working directory are those of when it started, so each process takes the parent's
+# as they are now (a notebook or a test may have changed GEMMLAB_CACHE_DIR since).
+_PRELOAD = ["gemmlab.compile", "cupy_backends.cuda.libs.nvrtc"]
+
+
+def _start_worker(environ: dict, cwd: str | None, ignore_sigint: bool) -> None:
+    os.environ.clear()
+    os.environ.update(environ)
+    if cwd:
+        os.chdir(cwd)
+    if ignore_sigint:  # Ctrl-C is the parent's: it stops the build and keeps what was built
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _pool(jobs: int, ignore_sigint: bool = False) -> ProcessPoolExecutor:
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(_PRELOAD)
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working directory is gone: keep the forkserver's
+        cwd = None
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker,
+                               initargs=(dict(os.environ), cwd, ignore_sigint))
+
+
 def compile_all(rendered: list, arch: str, jobs: int | None = None) -> list[str | None]:
     """Compile every rendered source into the cache, `jobs` at a time (default: the CPU count); the
     error message of each one that fails, in order (None for a success)."""
     jobs = jobs or os.cpu_count() or 1
     if jobs == 1 or len(rendered) <= 1:
         return [_compile(r, arch) for r in rendered]
-    # Processes, whatever NVRTC does with the GIL; spawned, since the parent runs a progress thread.
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with _pool(jobs) as pool:
         return list(pool.map(_compile, rendered, [arch] * len(rendered)))
 
 
@@ -178,9 +209,6 @@ def _build_one(item) -> dict:
                 compile_ms=None if c.cached else c.compile_ms, cached=c.cached, result="ok", error=None)
 
 
-def _ignore_sigint() -> None:  # Ctrl-C is the parent's: it stops the build and keeps what was built
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def build_all(plan: list[tuple[Variant, dict]], arch: str, use_cache: bool = True, jobs: int | None = None,
@@ -199,8 +227,7 @@ def build_all(plan: list[tuple[Variant, dict]], arch: str, use_cache: bool = Tru
                 on_row(rows[i])
         else:
             from concurrent.futures import as_completed
-            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_ignore_sigint)
+            pool = _pool(jobs, ignore_sigint=True)
             try:
                 futures = {pool.submit(_build_one, item): i for i, item in enumerate(items)}
                 for f in as_completed(futures):
