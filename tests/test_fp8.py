@@ -192,18 +192,21 @@ RUNG = discover().get("wgmma_ws_fp8")
 # Each scaling mode with and without promotion, every tile width each allows, both formats: the
 # configurations whose code differs most (the others vary the ring and the grid, which test_compile's
 # sample covers).
-ALL_CONFIGS = [dict(RUNG.defaults(), DTYPE=dt, SCALE=sc, PROMOTE=pr, BN=bn)
+ALL_CONFIGS = [dict(RUNG.defaults(), DTYPE=dt, SCALE=sc, PROMOTE=pr, BN=bn, OVERLAP=ov)
                for dt in FP8 for sc in fp8.SCALE_MODES for pr in (0, 128, 512) for bn in (128, 192, 256)
-               if not RUNG.violations(dict(RUNG.defaults(), DTYPE=dt, SCALE=sc, PROMOTE=pr, BN=bn))]
+               for ov in ("none", "halves", "sets")
+               if not RUNG.violations(dict(RUNG.defaults(), DTYPE=dt, SCALE=sc, PROMOTE=pr, BN=bn, OVERLAP=ov))]
 
 
 def _pairs(p) -> set:
     """What a configuration's code depends on: the scaling mode with the promotion on or off, the tile width
-    (the registers it takes) with the promotion on or off, and the format: one word of the wgmma
-    instruction, the same in every mode. (PROMOTE's value is a constant of the same loop; the GPU run
-    compiles every configuration.)"""
+    (the registers it takes) with the promotion on or off, how the promotion overlaps the products, with
+    block scales (multiplied in the promotion) and without, and the format: one word of the wgmma
+    instruction, the same in every mode.
+    (PROMOTE's value is a constant of the same loop; the GPU run compiles every configuration.)"""
+    overlap = p["OVERLAP"] if p["PROMOTE"] else "-"  # (with no promotion there is nothing to overlap)
     return {("scale, promoted", p["SCALE"], p["PROMOTE"] > 0), ("width, promoted", p["BN"], p["PROMOTE"] > 0),
-            ("format", p["DTYPE"])}
+            ("format", p["DTYPE"]), ("overlap, block scales", overlap, p["SCALE"] == "block")}
 
 
 def _cover(configs: list[dict], start: list[dict]) -> list[dict]:
@@ -227,6 +230,7 @@ def test_the_rungs_modes_are_all_configured():
     got = {(p["SCALE"], p["PROMOTE"] > 0) for p in CONFIGS}
     assert got == {("block", True)} | {(s, on) for s in ("tensor", "row") for on in (False, True)}
     assert {p["DTYPE"] for p in CONFIGS} == set(FP8) and {p["BN"] for p in CONFIGS} == {128, 192, 256}
+    assert {p["OVERLAP"] for p in CONFIGS if p["PROMOTE"]} == {"none", "halves", "sets"}
     assert not any(p["SCALE"] == "block" and p["PROMOTE"] != 128 for p in CONFIGS)  # block scales need promotion
     assert RUNG.violations(dict(RUNG.defaults(), SCALE="block", PROMOTE=0))
 
@@ -235,16 +239,18 @@ def test_the_rungs_modes_are_all_configured():
 SASS_READ = [next(p for p in CONFIGS if p["DTYPE"] == d) for d in FP8]
 
 
-@pytest.mark.parametrize("params", CONFIGS, ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-P{p['PROMOTE']}-BN{p['BN']}")
+@pytest.mark.parametrize("params", CONFIGS,
+                         ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-P{p['PROMOTE']}-BN{p['BN']}-{p['OVERLAP']}")
 def test_every_fp8_mode_compiles_to_fp8_wgmma_without_spills(params):
     c = compile_rendered(render(RUNG, params), "sm_90a")
     r = c.resources
     assert r.spills == 0 and r.stack == 0, r
     assert "wgmma.mma_async instructions are serialized" not in c.log, c.log
     kind = params["DTYPE"]
-    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{params['BN']}k32\.f32\.{kind}\.{kind}\b", c.ptx)
+    n = params["BN"] // 2 if params["OVERLAP"] == "halves" and params["PROMOTE"] else params["BN"]  # halves: N/2 a wgmma
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.f32\.{kind}\.{kind}\b", c.ptx)
     if params in SASS_READ or FULL:
-        assert f"QGMMA.64x{params['BN']}x32.F32.{kind.upper()}.{kind.upper()}" in sass(c)
+        assert f"QGMMA.64x{n}x32.F32.{kind.upper()}.{kind.upper()}" in sass(c)
 
 
 def test_fp8_rung_takes_b_transposed_and_the_scales():
@@ -273,8 +279,8 @@ FP8_PLANTS = [  # (plant, the SCALE it is planted in)
                      "                d[i] = __uint_as_float((__float_as_uint(d[i]) + 0x8000u) & 0xFFFF0000u);",
            "rounds C to bf16 before storing it"), "row"),
     (Plant("planted_fp8_first_block_scale", "wgmma_ws_fp8", tuple(FP8),
-           "                const float* sbk = sb + static_cast<size_t>(g) * nb;",
-           "                const float* sbk = sb;  // planted: B's scales of the first K block, for every block",
+           "    const float* sbk = sb + static_cast<size_t>(g) * nb;",
+           "    const float* sbk = sb;  // planted: B's scales of the first K block, for every block",
            "scales every K block with B's first block scales"), "block"),
 ]
 
