@@ -112,6 +112,25 @@ def test_out_of_memory_is_a_clear_error():
         Problem(Shape(46340, 46340, 46340), fp64_check=True)
 
 
+@pytest.mark.parametrize("itemsize,rows,cols", [(1, 5, 1), (1, 33, 31), (2, 37, 13519), (2, 3, 7), (2, 64, 1001),
+                                                 (4, 9, 3), (4, 17, 1001)])
+def test_rows_are_copied_to_aligned_starts_for_tma(itemsize, rows, cols):
+    """tma_ready's copy (one kernel cutting 16-byte chunks out of any byte offset) on random bytes: every row
+    exactly, now starting 16-byte aligned, for 1-, 2- and 4-byte elements and the last row's end."""
+    import numpy as np
+    from gemmlab.gpu.driver import cuda
+    from gemmlab.gpu.launch import tma_ready
+    cupy = cuda()
+    kind = {1: np.uint8, 2: np.uint16, 4: np.uint32}[itemsize]
+    host = np.random.default_rng(cols).integers(0, 256, rows * cols * itemsize, dtype=np.uint8).view(kind)
+    x = cupy.asarray(host.reshape(rows, cols))
+    padded, copy = tma_ready(x)
+    assert copy is not None and padded.strides[0] % 16 == 0 and padded.data.ptr % 16 == 0
+    padded.fill(0)
+    copy()
+    assert (padded.get() == host.reshape(rows, cols)).all()
+
+
 def test_device_facts():
     d = gemmlab.get_device()
     assert d.sms > 0 and d.peak_fp32 > 1e12 and d.bandwidth > 1e11
