@@ -141,11 +141,12 @@ def test_up_to_4_rows_of_c_take_gemv(shape, params):
     ((300, 1001, 96), 1, "24 tiles of 128 x 128"),               # 3 K steps: too short to split
     ((3000, 160, 9001), 8, "48 tiles of 128 x 128, K in 8 slices"),   # 3 waves of 36 steps; 16 make 6 of 18
     ((7000, 90, 1626), 2, "55 tiles of 128 x 128, K in 2 slices"),    # 1 wave of 26 steps; 4 make 2 of 13
-    ((39, 36, 1657), 8, "1 tiles of 64 x 64, K in 8 slices"),         # 16 slices would be 103 deep (at least 128)
-    ((10, 72, 100001), 64, "2 tiles of 64 x 64, K in 64 slices"),     # at most 64 slices
-    ((4000, 1, 400), 2, "63 tiles of 64 x 64, K in 2 slices"),        # 4 slices would be 100 deep
+    ((39, 36, 1657), 16, "1 tiles of 64 x 64, K in 16 slices"),       # small tiles: slices down to one step
+    ((10, 72, 100001), 16, "2 tiles of 64 x 64, K in 16 slices"),     # at most 16 slices of the small tile
+    ((4000, 1, 400), 8, "63 tiles of 64 x 64, K in 8 slices"),        # 504 blocks, one wave of 2 steps + 8
     ((2500, 7, 6000), 8, "40 tiles of 64 x 64, K in 8 slices"),       # 4 an SM: 320 blocks in one wave
-    ((50, 1400, 250), 1, "22 tiles of 64 x 64"),
+    ((50, 1400, 250), 4, "22 tiles of 64 x 64, K in 4 slices"),       # 2 steps + 8 beat 8 + 4
+    ((33, 20, 31), 1, "1 tiles of 64 x 64"),                          # one step: nothing to split
 ])
 def test_unaligned_shapes_take_mma_with_k_split_where_it_ends_sooner(shape, split, why):
     """mma for TF32, and for the 16-bit types up to 128 rows of C or too few tiles for wgmma_ws (below):
@@ -156,11 +157,40 @@ def test_unaligned_shapes_take_mma_with_k_split_where_it_ends_sooner(shape, spli
         | ({"SPLIT_K": split} if split > 1 else {})
     assert tuning.mma_rule(Shape(*shape), 132) == ("mma", params, "K or N is not a multiple of 16 bytes: "
                                                    "cp.async (TMA cannot read the rows), " + why)
-    few_columns = shape[1] <= tuning.GEMV_N_COLUMNS  # gemv_n's for bf16 and fp16 (below)
+    few_columns = shape[1] <= tuning.GEMV_N_COLUMNS or small_c(shape)  # gemv_n's for bf16 and fp16 (below)
     for dtype in ("bf16", "fp16", "tf32") if (shape[0] <= 128 or shape[1] < 128) and not few_columns else ("tf32",):
         name, overrides, reason = tuning.tensor_rule(Shape(*shape), dtype, 132)
         assert (name, overrides) == ("mma", params)
         assert reason == "K or N is not a multiple of 16 bytes: cp.async (TMA cannot read the rows), " + why
+
+
+def small_c(shape) -> bool:
+    """Small unaligned C that tensor_rule sends to gemv_n for bf16 and fp16 (test below)."""
+    M, N, K = shape
+    return bool(K % 8 or N % 8) and N <= 48 and M * -(-N // 8) <= 5 * 132 and K >= 512
+
+
+@pytest.mark.parametrize("shape,takes", [
+    ((40, 27, 1001), True),       # 160 blocks of 8 warps on one row and 8 columns
+    ((3, 45, 2501), True),
+    ((150, 30, 750), True),       # 600 blocks: 5 an SM at most
+    ((100, 50, 750), False),      # 50 columns: mma in 16 slices
+    ((120, 48, 750), False),      # 720 blocks
+    ((110, 48, 750), True),       # 660
+    ((40, 27, 511), False),       # K under 512
+    ((5719, 9, 1053), False),     # rows enough for mma's tiles
+    ((40, 32, 1000), False),      # aligned rows: wgmma
+])
+def test_small_unaligned_c_takes_gemv_n_with_k_over_the_warps(shape, takes):
+    assert small_c(shape) == takes
+    for dtype in ("bf16", "fp16"):
+        name, overrides, why = tuning.tensor_rule(Shape(*shape), dtype, 132)
+        assert ((name, overrides) == ("gemv_n", {"ROWS": 1, "KSPLIT": 8})) == takes, (name, overrides)
+        if takes:
+            assert why == (f"small C ({shape[0]} x {shape[1]}), K or N not a multiple of 16 bytes: a stream of A "
+                           "for each 8 columns, K over the 8 warps of a block")
+    assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[0] != "gemv_n"                   # 16-bit inputs only
+    assert tuning.tensor_rule(Shape(*shape), "bf16", 132, out_dtype="bf16")[0] != "gemv_n"  # it writes an FP32 C
 
 
 def test_mma_split_weighs_waves_against_slice_depth():
@@ -171,6 +201,10 @@ def test_mma_split_weighs_waves_against_slice_depth():
     assert tuning.mma_split(1, 1024, 132) == 8      # 32 steps: 8 slices of 4 (16 would be 64 deep)
     assert tuning.mma_split(1, 10 ** 6, 132, most=16) == 16
     assert tuning.mma_split(132, 10 ** 6, 132) == 1  # a full wave: slices only add waves
+    assert tuning.mma_split(1, 1001, 528, least=1, most=16) == 16  # 32 steps: 16 slices of 2 + 8 (small tiles)
+    assert tuning.mma_split(2, 750, 528, least=1, most=16) == 16   # 24 steps: 16 slices of 46, one step and a half
+    assert tuning.mma_split(1, 160, 528, least=1, most=16) == 1    # 5 steps: 4 slices of 2 + 8 end no sooner
+    assert tuning.mma_split(1, 63, 528, least=1, most=16) == 1     # 2 slices would be under one step
     assert tuning.mma_rule(Shape(7000, 90, 1626), 132, split_ok=False)[1] == {"BM": 128, "BN": 128, "WM": 32, "WN": 64}  # a 16-bit C
 
 

@@ -184,15 +184,25 @@ MMA_SMALL_TILE, MMA_SMALL_PER_SM = {"BM": 64, "BN": 64, "WM": 32, "WN": 64}, 4
 MMA_BLOCK_STEPS, MMA_SPLIT_STEPS = 4, 4
 
 
-def mma_split(tiles: int, K: int, slots: int, step: int = 32, most: int = 64) -> int:
+# The small tile's slices may be as short as one K step, at most 16 of them. On the small C of
+# benchmarks/small-c-bf16-tuning.toml (H100, 1 to 16 tiles of 64 x 64, 750 to 4001 deep) a step of these
+# tiles took 0.5-1.1 us (the copies' latency, not the tensor cores) and the split about 3 steps more, so
+# thinner slices kept paying: 40 x 27 x 1001 (32 steps) 41.0 us whole and 28.1 in 2 slices (first run),
+# 18.0 in 4, 12.8 in 8, 10.7 in 16 (cuBLAS 10.9); 100 x 50 x 750 20.1 whole, 13.1 in 4 (the floor of 4
+# steps a slice), 10.5 in 16 (cuBLAS 9.5); 16 slices were the fastest measured on all 11 shapes tried
+# with 4, 8 and 16 (32 and 64 were not measured).
+MMA_SMALL_LEAST_STEPS, MMA_SMALL_MOST_SLICES = 1, 16
+
+
+def mma_split(tiles: int, K: int, slots: int, step: int = 32, most: int = 64, least: int = 4) -> int:
     """Slices of K (a power of 2) for `tiles` C tiles on `slots` block slots: the fewest slices that bring
     the time, waves of blocks times the K steps of one slice plus MMA_BLOCK_STEPS (and MMA_SPLIT_STEPS
-    once split), to its least; each slice at least 4 K steps of `step`. 48 tiles and 282 steps on 132
-    slots: 8 slices (3 waves of 36 steps, where 16 make 6 of 18); 55 tiles and 51 steps: 2 (one wave of
-    26, where 4 make two of 13)."""
+    once split), to its least; each slice at least `least` K steps of `step`. 48 tiles and 282 steps on
+    132 slots: 8 slices (3 waves of 36 steps, where 16 make 6 of 18); 55 tiles and 51 steps: 2 (one wave
+    of 26, where 4 make two of 13)."""
     steps = math.ceil(K / step)
     best, best_time, split = 1, None, 1
-    while split <= most and (split == 1 or K // split >= 4 * step):
+    while split <= most and (split == 1 or K // split >= least * step):
         time = math.ceil(tiles * split / slots) * (math.ceil(steps / split) + MMA_BLOCK_STEPS
                                                    + (MMA_SPLIT_STEPS if split > 1 else 0))
         if best_time is None or time < best_time:
@@ -203,13 +213,15 @@ def mma_split(tiles: int, K: int, slots: int, step: int = 32, most: int = 64) ->
 
 def mma_rule(shape, sms: int, split_ok: bool = True) -> tuple[str, dict, str]:
     """mma for K or N not a multiple of 16 bytes: MMA_TILE, one block an SM (8 warps of 165 registers), or
-    MMA_SMALL_TILE where M or N is 64 or less, with K split where that ends sooner (mma_split), unless
-    not `split_ok` (a 16-bit C, which split K's FP32 atomics cannot add into)."""
+    MMA_SMALL_TILE where M or N is 64 or less, with K split where that ends sooner (mma_split; the small
+    tile's slices down to one K step, at most 16 of them), unless not `split_ok` (a 16-bit C, which split
+    K's FP32 atomics cannot add into)."""
     M, N, K = shape.M, shape.N, shape.K
     small = min(M, N) <= 64
     tile, slots = (MMA_SMALL_TILE, MMA_SMALL_PER_SM * sms) if small else (MMA_TILE, sms)
     tiles = math.ceil(M / tile["BM"]) * math.ceil(N / tile["BN"])
-    split = mma_split(tiles, K, slots) if split_ok else 1
+    least, most = (MMA_SMALL_LEAST_STEPS, MMA_SMALL_MOST_SLICES) if small else (4, 64)
+    split = mma_split(tiles, K, slots, most=most, least=least) if split_ok else 1
     params = dict(tile)
     if split > 1:
         params["SPLIT_K"] = split
@@ -236,6 +248,15 @@ def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
 
 # gemv_n takes C of up to 8 columns: a stream of A, each row's dot products on the CUDA cores.
 GEMV_N_COLUMNS = 8
+# ... and small unaligned C of up to 48 columns (6 groups of 8, each a pass over A) with rows x groups of at
+# most 5 blocks an SM and K of 512 or more, with K over a block's 8 warps: one launch, no zeros, no atomics,
+# where mma's 64 x 64 tiles wait on their copies' latency at every K step. On
+# benchmarks/small-c-bf16-tuning.toml (H100, us: gemv_n / mma at its fastest measured split / cuBLAS):
+# 40 x 27 x 1001 7.3 / 10.7 / 10.9; 60 x 20 x 3001 10.7 / 14.2 / 13.5; 3 x 45 x 2501 10.2 / 13.3 / 14.7;
+# 100 x 30 x 750 (400 blocks) 8.2 / 10.7 / 9.5; 150 x 30 x 750 (600) 9.5 / 10.7 / 9.8. Past that mma won
+# or tied: 100 x 50 x 750 (700) 10.7 / 10.5, 150 x 50 x 750 (1050) 12.1 / 10.5, 30 x 120 x 1201 13.1 /
+# 11.3, 400 x 40 x 1500 29.3 / 11.2; and with few blocks and long K, 2 x 64 x 4001 (16) 21.5 / 14.8.
+GEMV_N_SMALL_COLUMNS, GEMV_N_SMALL_BLOCKS_PER_SM, GEMV_N_SMALL_LEAST_K = 48, 5, 512
 
 
 def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
@@ -264,7 +285,8 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     benchmarks/h100-unaligned-tuning-bf16.json; narrower, shorter or fewer tiles lost to cuBLAS by up to
     7x on the random shapes of benchmarks/h100-random-bf16-unaligned-rule.json); the others, and TF32,
     take mma (mma_rule), whose cp.async copies fall back to narrower ones at an unaligned row; TF32
-    otherwise wgmma_tf32. FP16 and BF16 with up to 4 rows of C (decode: a stream of
+    otherwise wgmma_tf32. Small unaligned FP16 and BF16 C of up to 48 columns and K of 512 or more takes
+    gemv_n with K over a block's warps (GEMV_N_SMALL_*). FP16 and BF16 with up to 4 rows of C (decode: a stream of
     B) take gemv (gemv_rule); with up to 64, wgmma's 64-row tiles, 64 columns wide where 128 would leave
     more than half the SMs idle, with 6 stages of copies in flight, and K split until the blocks fill the
     SMs' slots; so do 65 to 128 rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256
@@ -286,6 +308,11 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
         # idle and the copy a large part of the time, and with fewer tiles mma splitting K ends sooner
         # (3000 x 160 x 9001, 24 tiles: wgmma_ws 0.56x cuBLAS, mma in 8 slices 1.07x)
         big = M > 128 and N >= 128 and K >= 128 and 4 * math.ceil(M / 128) * math.ceil(N / 256) >= sms
+        if not big and dtype in ("fp16", "bf16") and split_ok and N <= GEMV_N_SMALL_COLUMNS \
+                and M * math.ceil(N / 8) <= GEMV_N_SMALL_BLOCKS_PER_SM * sms and K >= GEMV_N_SMALL_LEAST_K:
+            return ("gemv_n", {"ROWS": 1, "KSPLIT": 8},
+                    f"small C ({M} x {N}), K or N not a multiple of 16 bytes: a stream of A for each 8 columns, "
+                    "K over the 8 warps of a block")
         if not big or dtype not in ("fp16", "bf16"):
             return mma_rule(shape, sms, split_ok)
         return ("wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied to aligned rows for TMA "
