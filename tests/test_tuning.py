@@ -141,8 +141,9 @@ def test_up_to_4_rows_of_c_take_gemv(shape, params):
     ((300, 1001, 96), 1, "24 tiles of 128 x 128"),               # 3 K steps: too short to split
     ((3000, 160, 9001), 8, "48 tiles of 128 x 128, K in 8 slices"),   # 3 waves of 36 steps; 16 make 6 of 18
     ((7000, 90, 1626), 2, "55 tiles of 128 x 128, K in 2 slices"),    # 1 wave of 26 steps; 4 make 2 of 13
-    ((39, 36, 1657), 16, "1 tiles of 64 x 64, K in 16 slices"),       # small tiles: slices down to one step
-    ((10, 72, 100001), 16, "2 tiles of 64 x 64, K in 16 slices"),     # at most 16 slices of the small tile
+    ((39, 36, 1657), 32, "1 tiles of 64 x 64, K in 32 slices"),       # small tiles: slices down to one step
+    ((10, 72, 100001), 64, "2 tiles of 64 x 64, K in 64 slices"),     # at most 64 slices
+    ((23, 60, 16265), 64, "1 tiles of 64 x 64, K in 64 slices"),      # 8 steps + 8, not 16 slices' 32 + 8
     ((4000, 1, 400), 8, "63 tiles of 64 x 64, K in 8 slices"),        # 504 blocks, one wave of 2 steps + 8
     ((2500, 7, 6000), 8, "40 tiles of 64 x 64, K in 8 slices"),       # 4 an SM: 320 blocks in one wave
     ((50, 1400, 250), 4, "22 tiles of 64 x 64, K in 4 slices"),       # 2 steps + 8 beat 8 + 4

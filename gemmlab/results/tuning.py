@@ -184,14 +184,16 @@ MMA_SMALL_TILE, MMA_SMALL_PER_SM = {"BM": 64, "BN": 64, "WM": 32, "WN": 64}, 4
 MMA_BLOCK_STEPS, MMA_SPLIT_STEPS = 4, 4
 
 
-# The small tile's slices may be as short as one K step, at most 16 of them. On the small C of
-# benchmarks/small-c-bf16-tuning.toml (H100, 1 to 16 tiles of 64 x 64, 750 to 4001 deep) a step of these
-# tiles took 0.5-1.1 us (the copies' latency, not the tensor cores) and the split about 3 steps more, so
-# thinner slices kept paying: 40 x 27 x 1001 (32 steps) 41.0 us whole and 28.1 in 2 slices (first run),
-# 18.0 in 4, 12.8 in 8, 10.7 in 16 (cuBLAS 10.9); 100 x 50 x 750 20.1 whole, 13.1 in 4 (the floor of 4
-# steps a slice), 10.5 in 16 (cuBLAS 9.5); 16 slices were the fastest measured on all 11 shapes tried
-# with 4, 8 and 16 (32 and 64 were not measured).
-MMA_SMALL_LEAST_STEPS, MMA_SMALL_MOST_SLICES = 1, 16
+# The small tile's slices may be as short as one K step (others: 4), up to 64 of them as before. On the
+# small C of benchmarks/small-c-bf16-tuning.toml (H100, 1 to 16 tiles of 64 x 64, 750 to 4001 deep) a step
+# of these tiles took 0.5-1.1 us (the copies' latency, not the tensor cores) and the split about 3 steps
+# more, so thinner slices kept paying: 40 x 27 x 1001 (32 steps) 41.0 us whole and 28.1 in 2 slices
+# (first run), 18.0 in 4, 12.8 in 8, 10.7 in 16 (cuBLAS 10.9); 100 x 50 x 750 20.1 whole, 13.1 in 4 (the
+# floor of 4 steps a slice), 10.5 in 16 (cuBLAS 9.5); 16 slices were the fastest measured on all 11 shapes
+# tried with 4, 8 and 16 (32 and 64 were not measured there). A cap of 16 (b3dceb4) left 23 x 60 x 16265
+# in 16 slices of 32 steps, 37.3 us against cuBLAS's 18.3 (benchmarks/h100-random-bf16-small-c-rule.json),
+# where 64 slices of 8 steps come out at 16 + 8 steps in this model, not 32 + 8.
+MMA_SMALL_LEAST_STEPS, MMA_SMALL_MOST_SLICES = 1, 64
 
 
 def mma_split(tiles: int, K: int, slots: int, step: int = 32, most: int = 64, least: int = 4) -> int:
@@ -214,8 +216,8 @@ def mma_split(tiles: int, K: int, slots: int, step: int = 32, most: int = 64, le
 def mma_rule(shape, sms: int, split_ok: bool = True) -> tuple[str, dict, str]:
     """mma for K or N not a multiple of 16 bytes: MMA_TILE, one block an SM (8 warps of 165 registers), or
     MMA_SMALL_TILE where M or N is 64 or less, with K split where that ends sooner (mma_split; the small
-    tile's slices down to one K step, at most 16 of them), unless not `split_ok` (a 16-bit C, which split
-    K's FP32 atomics cannot add into)."""
+    tile's slices down to one K step), unless not `split_ok` (a 16-bit C, which split K's FP32 atomics
+    cannot add into)."""
     M, N, K = shape.M, shape.N, shape.K
     small = min(M, N) <= 64
     tile, slots = (MMA_SMALL_TILE, MMA_SMALL_PER_SM * sms) if small else (MMA_TILE, sms)
