@@ -193,7 +193,7 @@ problems() {  # the ladders of the problems besides GEMM beside their cupy refer
     case " ${PROBLEMS:-scan} " in *" scan "*)  # the sweeps behind lookback's and prefetch's defaults
         keep sweep --variant lookback --param BLOCK=128,256,512 --param V=4,8,16 --size "$n" --rounds 2 \
             --out "$dir/$p-sweep-scan-lookback.json"
-        keep sweep --variant prefetch --param BLOCK=128,256 --param V=4,8,16 --param WAVES=2,4,6 --param EARLY=false,true \
+        keep sweep --variant prefetch --param BLOCK=128,256 --param V=4,8,16 --param WAVES=2,3,4,6,8 \
             --size "$n" --rounds 2 --out "$dir/$p-sweep-scan-prefetch.json" ;;
     esac
 }
