@@ -90,6 +90,7 @@ def _parsed(expr: str) -> nodes.Expr | None:
         return None
 
 
+@functools.lru_cache(maxsize=None)
 def names_in(expr: str) -> frozenset[str]:
     """The names an expression reads besides the sandbox's functions (none where it does not parse:
     evaluating it says why). An expression declares no names of its own, so these are the names in its
