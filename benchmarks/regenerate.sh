@@ -210,7 +210,7 @@ fp8() {  # FP8 (issue 43): wgmma_ws_fp8 per scaling mode, e4m3 and e5m2, 5 round
                 --refs cublaslt --out "$dir/$p-fp8-$d-tensor-$1x$2x$3.json"
             keep run --variant wgmma_ws_fp8 --dtype "$d" -p SCALE=row -M "$1" -N "$2" -K "$3" --rounds 5 --no-cublas \
                 --out "$dir/$p-fp8-$d-row-$1x$2x$3.json"
-            keep run --variant wgmma_ws_fp8 --dtype "$d" -p SCALE=block -p BM=192 -p BN=128 -M "$1" -N "$2" -K "$3" \
+            keep run --variant wgmma_ws_fp8 --dtype "$d" -p SCALE=block -p BN=128 -p OVERLAP=sets -M "$1" -N "$2" -K "$3" \
                 --rounds 5 --no-cublas --out "$dir/$p-fp8-$d-block-$1x$2x$3.json"
         done
     done
