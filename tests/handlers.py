@@ -59,11 +59,17 @@ class FakeGpu:
     hang, named slow take 2 ms, named drift 1 ms + 0.1 ms per request this worker has had, named swept
     64 / TILE ms, others 1 ms (cuBLAS 0.5 ms; the references of --refs: cuBLASLt 0.4 ms, Triton 0.6 ms, or
     skipped, as a missing package is, where $FAKEGPU_MISSING names them). As runner.Problem does, it refuses
-    a kernel built for another input type than the worker's. With $FAKEGPU_LOG set, each request's name is appended to that file.
+    a kernel built for another input type than the worker's. A problem other than GEMM (gemmlab/problems/)
+    has its cupy reference in cuBLAS's place, at 0.5 ms, and its rows' bandwidth against a copy of 3 TB/s;
+    as gpu.problems.ProblemRun does, it refuses a kernel of another problem. With $FAKEGPU_LOG set, each
+    request's name is appended to that file.
     Selected for the whole CLI with $GEMMLAB_GPU_JOBS=handlers:FakeGpu (the `fake_gpu` fixture)."""
 
-    def __init__(self, shape, seed, fp64_check, dtype="fp32", phase=None):
+    COPY_GBS = 3000.0
+
+    def __init__(self, shape, seed, fp64_check, dtype="fp32", problem=None, out_dtype="fp32", phase=None):
         self.shape, self.seed, self.dtype, self.poisoned, self.requests = shape, seed, dtype, False, 0
+        self.problem = problem and problem["name"]
 
     def info(self):
         from gemmlab.gpu.device import DeviceInfo
@@ -78,7 +84,8 @@ class FakeGpu:
             return 3.0e12
         if os.environ.get("FAKEGPU_LOG"):
             with open(os.environ["FAKEGPU_LOG"], "a") as log:
-                log.write(("cuBLAS" if request[0] == "cublas" else request[1] if request[0] == "ref"
+                log.write((("cupy" if self.problem else "cuBLAS") if request[0] == "cublas"
+                           else request[1] if request[0] == "ref"
                            else request[1].compiled.rendered.variant.name) + "\n")
         if request[0] == "ref":
             from gemmlab.gpu.references import Skipped
@@ -89,10 +96,12 @@ class FakeGpu:
             return Result(name, {}, self.shape, dtype=self.dtype, check=passing_check(), timing=Timing(ms, ms, ms, 10),
                           compile_ms=1234.0)
         if request[0] == "cublas":
-            name, params, ms = "cuBLAS", {}, 0.5
+            name, params, ms = "cupy" if self.problem else "cuBLAS", {}, 0.5
         else:
             rendered = request[1].compiled.rendered  # a kernel.Kernel
             name, params = rendered.variant.name, rendered.params
+            if self.problem and rendered.variant.problem != self.problem:  # as gpu.problems.ProblemRun.run
+                raise GemmlabError(f"variant '{name}' computes {rendered.variant.problem}, not {self.problem}")
             if rendered.variant.dtype(params) != self.dtype:  # as gpu.problem.Problem.run
                 raise GemmlabError(f"variant '{name}' with DTYPE={rendered.variant.dtype(params)} cannot run on "
                                    f"{self.dtype} inputs")
@@ -113,8 +122,16 @@ class FakeGpu:
             ms = 2.0 if name == "slow" else 1.0 + 0.1 * (self.requests - 1) if name == "drift" else 1.0
             if name == "swept":  # faster with a larger TILE
                 ms = 64.0 / params["TILE"]
-        return Result(name, dict(params), self.shape, dtype=self.dtype, check=passing_check(),
-                      timing=Timing(ms, ms, ms, 10))
+        result = Result(name, dict(params), self.shape, dtype=self.dtype, check=passing_check(),
+                        timing=Timing(ms, ms, ms, 10))
+        if self.problem:  # the bandwidth numbers of gpu.problems.ProblemRun's rows
+            from gemmlab import problems
+            moved = problems.get(self.problem).moved(self.shape)
+            gbs = moved / (ms * 1e-3) / 1e9
+            result.flops = problems.get(self.problem).ops(self.shape)
+            result.extra = {"problem": self.problem, "bytes": moved, "gbs": gbs, "pct_copy": 100 * gbs / self.COPY_GBS,
+                            "copy_gbs": self.COPY_GBS}
+        return result
 
 
 class StubProblem:
