@@ -141,10 +141,19 @@ def _refs_argv(opts) -> list[str]:
     return ["--refs", ",".join(r.lower() for r in opts.refs)] if opts.refs else []
 
 
-def _gemm_refs(opts) -> None:
-    """References beside cuBLAS are GEMM's: another problem refuses them."""
-    if opts.refs and opts.problem != "gemm":
+def _problem_options(opts) -> None:
+    """What only GEMM takes (references beside cuBLAS, input and C types) or only another problem (its
+    input set): the wrong ones refused with one error."""
+    from . import problems
+    if opts.problem == "gemm":
+        if opts.inputs is not None:
+            raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
+        return
+    if opts.refs:
         raise GemmlabError(f"--refs adds GEMM references beside cuBLAS; {opts.problem} has none")
+    if opts.dtype != "fp32" or opts.out_dtype != "fp32":
+        raise GemmlabError(f"--dtype and --out-dtype choose GEMM's types; {opts.problem} has inputs of its own")
+    problems.get(opts.problem).input_set(opts.inputs)  # an unknown set: one error before any GPU work
 
 
 def _variant(cat: Catalog, v) -> Variant:
@@ -211,13 +220,11 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
                                                 refs=refs)
     named = [] if not isinstance(variant, Variant) and variant == "auto" else [_variant(cat, variant)]
     opts.problem, opts.inputs = _problem(cat, problem, named), inputs
-    _gemm_refs(opts)
+    _problem_options(opts)
     shape = _problem_shape(opts.problem, shape)
     if opts.problem != "gemm" and not named:
         raise GemmlabError(f"--variant auto chooses GEMM kernels; name a {opts.problem} variant",
                            hint=f"`gemmlab list --problem {opts.problem}` shows them")
-    if inputs is not None and opts.problem == "gemm":
-        raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     out = new_file(out, "--out")
     given = dict(params or {})
     if not named:
@@ -252,10 +259,8 @@ def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 
         variants = [variants]
     named = [_variant(cat, x) for x in variants] if variants is not None else []
     opts.problem, opts.inputs = _problem(cat, problem, named), inputs
-    _gemm_refs(opts)
+    _problem_options(opts)
     shape = _problem_shape(opts.problem, shape)
-    if inputs is not None and opts.problem == "gemm":
-        raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     if variants is not None:
         chosen = named
         opts.dtype = dtype or (chosen[0].dtypes[0] if chosen else "fp32")  # wgmma,wgmma_ws: bf16
@@ -316,40 +321,61 @@ def _shapes_variants(cat: Catalog, variants) -> tuple[bool, list[Variant]]:
     return "auto" in names, [_variant(cat, n) for n in names if n != "auto"]
 
 
-def suite(variants=("auto",), only=None, *, shapes: str = "lab", random: int | None = None, dtype: str | None = None,
+def suite(variants=None, only=None, *, shapes: str | None = None, random: int | None = None, dtype: str | None = None,
           reps: int = 10, rounds: int = 1, seed: int | None = None, timeout: float = 60.0, out: str | Path | None = None,
           kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, out_dtype: str | None = None,
-          refs=None):
+          refs=None, problem: str | None = None, inputs: str | None = None):
     """A suite of shapes with auto and/or the named variants and cuBLAS (and the reference rows of `refs`), each shape's roofline bound and
     % of it, x cuBLAS, and per variant the geometric mean, minimum and share of shapes at or above cuBLAS
-    (`gemmlab suite`). shapes: "lab" (the MIT 6.S894 lab's 12, with the course's targets), "llm"
+    (`gemmlab suite`). shapes: "lab" (the default: the MIT 6.S894 lab's 12, with the course's targets), "llm"
     (Llama-3 8B and 70B) or a suite file; or random=N shapes drawn log-uniformly from `seed` (default:
     a fresh one, in the result). only: those "MxNxK" of the suite. dtype: the suite's first by default.
-    gpus: one worker per GPU of this host (None: all) for each shape's jobs."""
-    from . import measure, suites
+    gpus: one worker per GPU of this host (None: all) for each shape's jobs. variants: default auto.
+    problem (or that of the variants): another problem's sizes (its own, a suite file of that problem's,
+    or random=N) with its rungs (default: its best) beside its cupy reference, x cupy in place of x cuBLAS;
+    only names n (MxN for transpose), inputs its input set to time."""
+    from . import measure, problems, suites
     from .jobs import fresh_seed
     from .present.resultset import ResultSet
+    cat = catalog(kernels_dirs)
+    auto, named = _shapes_variants(cat, variants) if variants is not None else (False, [])
+    problem = _problem(cat, problem, named)
+    if variants is None:  # auto, or another problem's best rung
+        auto, named = _shapes_variants(cat, "auto" if problem == "gemm" else problems.get(problem).best)
+    elif auto and problem != "gemm":
+        raise GemmlabError(f"auto chooses GEMM kernels; name {problem} variants (by default its best, "
+                           f"{problems.get(problem).best})", hint=f"`gemmlab list --problem {problem}` shows them")
     if random is not None:
-        if shapes != "lab":
+        if shapes is not None:
             raise GemmlabError("--random draws its own shapes; it does not take --shapes")
         seed = fresh_seed() if seed is None else seed
-        suite_ = suites.random_shapes(random, seed, dtype or "fp32")
-    else:
+        suite_ = suites.random_shapes(random, seed, dtype or "fp32", problem=problem)
+    elif shapes is not None:
         suite_ = suites.load(shapes)
+        if suite_.problem != problem:
+            raise GemmlabError(f"--shapes {shapes} holds {suite_.problem} shapes, not {problem}'s", hint=(
+                f"leave --shapes out for {problem}'s own sizes, or give a suite file that says problem = \"{problem}\""
+                if suite_.problem == "gemm" else f"give --problem {suite_.problem}"))
+    else:
+        suite_ = suites.load("lab") if problem == "gemm" else suites.sizes(problem)
     if only is not None:
         suite_ = suite_.only([only] if isinstance(only, str) else list(only))
     dtype = dtype or suite_.dtypes[0]
-    cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, "cupy", timeout, gpus, out_dtype, refs)
-    auto, named = _shapes_variants(cat, variants)
+    opts = _options(dtype, reps, rounds, seed, "cupy", timeout, gpus, out_dtype, refs)
+    opts.problem, opts.inputs = problem, inputs
+    _problem_options(opts)
     for v in named:
         v.for_dtype(dtype, None, opts.out_dtype)  # a variant without a kernel for the types: one error now
     out = new_file(out, "--out")
     with _Progress(progress) as reporter:
         doc = measure.suite(suite_, auto, named, cat, opts, reporter, out, record=record)
     argv = ["suite", "--variants", ",".join((["auto"] if auto else []) + [v.name for v in named])]
-    argv += ["--random", str(random)] if random is not None else ["--shapes", shapes] if shapes != "lab" else []
-    argv += ["--only", ",".join(str(e.shape) for e in suite_.entries)] if only is not None else []
-    argv += ["--dtype", dtype, "--reps", str(reps)] + (["--rounds", str(rounds)] if rounds != 1 else [])
+    argv += ["--problem", problem] if problem != "gemm" else []
+    argv += ["--inputs", inputs] if inputs is not None else []
+    argv += ["--random", str(random)] if random is not None else ["--shapes", shapes] if shapes is not None else []
+    argv += ["--only", ",".join(suite_.label(e.shape) for e in suite_.entries)] if only is not None else []
+    argv += (["--dtype", dtype] if problem == "gemm" else []) + ["--reps", str(reps)]
+    argv += ["--rounds", str(rounds)] if rounds != 1 else []
     argv += ["--out-dtype", opts.out_dtype] if opts.out_dtype != "fp32" else []
     argv += ["--seed", str(doc["seed"])] if doc.get("seed") is not None else []
     argv += ["--gpus", str(opts.gpus)] if opts.gpus != 1 else []

@@ -208,20 +208,27 @@ def suite(shapes, auto: bool, named: list[Variant], cat: Catalog, opts: Options,
           out_path: Path | None = None, record: bool = True) -> dict:
     """A suites.Suite's shapes with auto and/or the named variants and cuBLAS, in opts.dtype: the rows carry
     the roofline columns (suites.annotate), the document the bandwidth, the suite and, per variant, the
-    geometric mean, minimum and share of shapes at or above cuBLAS (suites.summary)."""
+    geometric mean, minimum and share of shapes at or above cuBLAS (suites.summary). Another problem's
+    (opts.problem) rows carry x cupy instead (suites.annotate_problem), and each its own worker's copy
+    bandwidth (% copy), as a run's do."""
     from . import suites
-    _, bandwidth = on_gpu(("bandwidth",), "measure the copy bandwidth", reporter)
     entries = {str(e.shape): e for e in shapes.entries}
+    if opts.problem == "gemm":
+        _, bandwidth = on_gpu(("bandwidth",), "measure the copy bandwidth", reporter)
 
-    def add(shape, d, got):
-        peak = d["device"]["peak_tflops"][opts.dtype] * 1e12
-        cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
-        return [suites.annotate(r, entries[str(shape)], peak, bandwidth, cublas, opts.dtype) for r in got]
+        def add(shape, d, got):
+            peak = d["device"]["peak_tflops"][opts.dtype] * 1e12
+            cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
+            return [suites.annotate(r, entries[str(shape)], peak, bandwidth, cublas, opts.dtype) for r in got]
+    else:
+        def add(shape, d, got):
+            return [suites.annotate_problem(r, entries[str(shape)], opts.problem) for r in got]
 
     doc = over_shapes("suite", [e.shape for e in shapes.entries], auto, named, cat, opts, add, reporter, out_path,
                       record)
-    doc.update(bandwidth_tbs=bandwidth / 1e12, suite={"name": shapes.name, "description": shapes.description,
-                                                      "source": shapes.source},
+    if opts.problem == "gemm":
+        doc["bandwidth_tbs"] = bandwidth / 1e12
+    doc.update(suite={"name": shapes.name, "description": shapes.description, "source": shapes.source},
                summary=suites.summary(doc["rows"]))
     if out_path:
         write_atomic(out_path, dump(doc))

@@ -3,7 +3,9 @@
 A suite is a TOML file of shapes (kernels/shapes/: `lab`, the 12 shapes of seed 001's MIT 6.S894 lab 5
 with the course's targets; `llm`, the GEMMs of Llama-3 8B and 70B), or shapes drawn at random:
 `random_shapes` draws each of M, N and K log-uniformly from 1 to 16384, so that a choice of kernel is
-judged on shapes nobody tuned for.
+judged on shapes nobody tuned for. A problem other than GEMM (gemmlab/problems/) has its sizes in its
+declaration (`suite_sizes`: `sizes`), a suite file may say `problem = "scan"` and give its sizes, and `random_shapes`
+draws n log-uniformly from 1 to 2^28 (M and N of a matrix problem as GEMM's).
 
 A shape's arithmetic intensity is its FLOPs over the bytes it must move at least once (read A and B in
 their type, write C in FP32). Its bound is the lower of the peak and intensity x the measured copy
@@ -16,11 +18,12 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from . import problems
 from .errors import GemmlabError
 from .results import metrics
 from .results.model import ITEM_BYTES, Shape
@@ -28,6 +31,7 @@ from .templates import builtin_dir
 
 RANDOM_MAX = 16384          # each of M, N and K drawn from 1 .. RANDOM_MAX
 RANDOM_MAX_BYTES = 16 << 30  # and a shape kept only if a run needs at most this much GPU memory
+RANDOM_MAX_N = 1 << 28      # n of a vector problem drawn from 1 .. RANDOM_MAX_N
 
 
 @dataclass(frozen=True)
@@ -44,14 +48,19 @@ class Suite:
     entries: tuple[Entry, ...]
     dtypes: tuple[str, ...] = ("fp32",)
     source: str = ""  # the file it was read from, or how it was drawn
+    problem: str = "gemm"
+
+    def label(self, shape: Shape) -> str:
+        """A shape as the suite names it: "MxNxK", or as its problem does (n, or MxN)."""
+        return str(shape) if self.problem == "gemm" else problems.get(self.problem).label(shape)
 
     def only(self, wanted: list[str]) -> "Suite":
-        """The entries whose shape is named ("MxNxK") in `wanted`, all of which must be in the suite."""
-        keep = [e for e in self.entries if str(e.shape) in set(wanted)]
-        if {str(e.shape) for e in keep} != set(wanted):
+        """The entries whose shape is named (as `label` names it) in `wanted`, all of which must be in the suite."""
+        keep = [e for e in self.entries if self.label(e.shape) in set(wanted)]
+        if {self.label(e.shape) for e in keep} != set(wanted):
             raise GemmlabError("--only names shapes that are not in the suite; it has: "
-                               + ", ".join(str(e.shape) for e in self.entries))
-        return Suite(self.name, self.description, tuple(keep), self.dtypes, self.source)
+                               + ", ".join(self.label(e.shape) for e in self.entries))
+        return replace(self, entries=tuple(keep))
 
 
 def shapes_dir() -> Path:
@@ -61,6 +70,14 @@ def shapes_dir() -> Path:
 def named() -> list[str]:
     """The suites gemmlab ships (kernels/shapes/*.toml)."""
     return sorted(p.stem for p in shapes_dir().glob("*.toml"))
+
+
+def sizes(problem: str) -> Suite:
+    """The sizes of a problem other than GEMM, from its declaration."""
+    decl = problems.get(problem)
+    shapes = decl.suite_shapes()
+    return Suite(problem, f"{len(shapes)} sizes, {decl.describe(shapes[0])} to {decl.describe(shapes[-1])}",
+                 tuple(Entry(s) for s in shapes), source="gemmlab/problems", problem=problem)
 
 
 def load(spec: str) -> Suite:
@@ -77,10 +94,24 @@ def load(spec: str) -> Suite:
     return parse(data, path.stem, source_label(str(path.resolve())))
 
 
+NEEDS = {"MNK": "M, N and K", "MN": "M and N", "N": "N"}  # a suite file's shape: GEMM's, a matrix's, a vector's
+
+
 def parse(data: dict, name: str, source: str) -> Suite:
     """A suite from a suite file's TOML (see kernels/shapes/llm.toml): `[[shapes]]` with M, N and K (each
-    a number or a list: every combination is a shape), an optional name and target; `dtypes`."""
+    a number or a list: every combination is a shape), an optional name and target; `dtypes`. With
+    `problem = "NAME"` (a problem other than GEMM), its shapes: N, the n of a vector problem, or M and N
+    of a matrix one, with an optional name (no target, no dtypes: its inputs are its own)."""
     where = f"suite file {source}"
+    problem = data.get("problem", "gemm")
+    if problem not in problems.NAMES:
+        raise GemmlabError(f"{where}: problem is one of {', '.join(problems.NAMES)}, not {problem!r}")
+    if problem == "gemm":
+        dims_needed, keys = "MNK", {"name", "target"}
+    else:
+        dims_needed, keys = "N" if problems.get(problem).vector else "MN", {"name"}
+        if "dtypes" in data:
+            raise GemmlabError(f"{where}: dtypes are GEMM's; {problem} has inputs of its own")
     dtypes = data.get("dtypes", ["fp32"])
     if not isinstance(dtypes, list) or not dtypes or any(d not in ITEM_BYTES for d in dtypes):
         raise GemmlabError(f"{where}: dtypes is a list of {', '.join(ITEM_BYTES)}, not {dtypes!r}")
@@ -89,12 +120,12 @@ def parse(data: dict, name: str, source: str) -> Suite:
         raise GemmlabError(f"{where}: no [[shapes]]")
     entries = []
     for i, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not {"M", "N", "K"} <= set(item):
-            raise GemmlabError(f"{where}: shape {i} needs M, N and K")
-        unknown = set(item) - {"M", "N", "K", "name", "target"}
+        if not isinstance(item, dict) or not set(dims_needed) <= set(item):
+            raise GemmlabError(f"{where}: shape {i} needs {NEEDS[dims_needed]}")
+        unknown = set(item) - set(dims_needed) - keys
         if unknown:
             raise GemmlabError(f"{where}: shape {i} has unknown keys {', '.join(sorted(unknown))}")
-        dims = [item[k] if isinstance(item[k], list) else [item[k]] for k in "MNK"]
+        dims = [v if isinstance(v, list) else [v] for v in (item.get(k, 1) for k in "MNK")]  # K = 1: a problem's
         target = item.get("target")
         if target is not None and (not isinstance(target, (int, float)) or not 0 < target <= 100):
             raise GemmlabError(f"{where}: shape {i}'s target is a percentage, not {target!r}")
@@ -106,20 +137,31 @@ def parse(data: dict, name: str, source: str) -> Suite:
                     except GemmlabError as e:
                         raise GemmlabError(f"{where}: shape {i}: {e.message}") from None
                     entries.append(Entry(shape, str(item.get("name", "")), target))
-    return Suite(name, str(data.get("description", "")), tuple(entries), tuple(dtypes), source)
+    return Suite(name, str(data.get("description", "")), tuple(entries), tuple(dtypes), source, problem)
 
 
-def random_shapes(n: int, seed: int, dtype: str = "fp32", max_bytes: int = RANDOM_MAX_BYTES) -> Suite:
+def random_shapes(n: int, seed: int, dtype: str = "fp32", max_bytes: int = RANDOM_MAX_BYTES,
+                  problem: str = "gemm") -> Suite:
     """n shapes, each of M, N and K drawn log-uniformly from 1 to RANDOM_MAX (so that 1-16, 16-256 and
-    256-4096 are as likely as each other), keeping those whose run fits in max_bytes of GPU memory.
-    The same seed draws the same shapes."""
+    256-4096 are as likely as each other), keeping those whose run fits in max_bytes of GPU memory; of
+    another problem, n elements drawn log-uniformly from 1 to RANDOM_MAX_N (a matrix problem: M and N
+    from 1 to RANDOM_MAX, K = 1). The same seed draws the same shapes."""
     if n < 1:
         raise GemmlabError(f"--random takes a positive number of shapes, not {n}")
     rng = np.random.default_rng(seed)
+
+    def draw(high: int, count: int) -> list[int]:
+        return [int(x) for x in np.exp(rng.uniform(0, math.log(high + 1), count)).astype(int).clip(1, high)]
+    if problem != "gemm":
+        decl = problems.get(problem)
+        shapes = [Shape(1, *draw(RANDOM_MAX_N, 1), 1) if decl.vector else Shape(*draw(RANDOM_MAX, 2), 1)
+                  for _ in range(n)]
+        drawn = f"n from 1..{RANDOM_MAX_N}" if decl.vector else f"M and N from 1..{RANDOM_MAX}"
+        return Suite("random", f"{n} sizes of {problem} drawn log-uniformly, {drawn}", tuple(map(Entry, shapes)),
+                     source=f"random, seed {seed}", problem=problem)
     entries = []
     while len(entries) < n:
-        m, nn, k = (int(x) for x in np.exp(rng.uniform(0, math.log(RANDOM_MAX + 1), 3)).astype(int).clip(1, RANDOM_MAX))
-        shape = Shape(m, nn, k)
+        shape = Shape(*draw(RANDOM_MAX, 3))
         if shape.bytes_needed(dtype=dtype) <= max_bytes:
             entries.append(Entry(shape))
     return Suite("random", f"{n} shapes drawn log-uniformly from 1..{RANDOM_MAX}",
@@ -153,17 +195,26 @@ def annotate(row: dict, entry: Entry, peak_flops: float, bandwidth: float, cubla
     return row
 
 
+def annotate_problem(row: dict, entry: Entry, problem: str) -> dict:
+    """Add a problem suite's columns to a result row: its size (as the problem names it), the size's name,
+    and x cupy, the reference's time over the row's, in x_cublas, the key the summary reads (as a
+    problem's row holds its reference's % in pct_cublas)."""
+    row.update(shape=problems.get(problem).label(entry.shape), shape_name=entry.name,
+               x_cublas=row["pct_cublas"] / 100 if row.get("pct_cublas") else None)
+    return row
+
+
 def _who(r: dict) -> str:
     return "auto" if r.get("chosen_by") == "auto" else r["variant"]
 
 
 def summary(rows: list[dict]) -> list[dict]:
-    """Per variant (auto's choices as one, "auto"; not cuBLAS): over the shapes it ran, the geometric mean
-    and the minimum of x cuBLAS, the share of shapes at or above 1.00x, and how many shapes failed (a
-    failed shape has no ratio and counts as below)."""
+    """Per variant (auto's choices as one, "auto"; not the yardstick, cuBLAS or a problem's cupy): over the
+    shapes it ran, the geometric mean and the minimum of x cuBLAS (x cupy), the share of shapes at or above
+    1.00x, and how many shapes failed (a failed shape has no ratio and counts as below)."""
     out = []
-    for name in dict.fromkeys(_who(r) for r in rows if r["variant"] != "cuBLAS"):
-        mine = [r for r in rows if r["variant"] != "cuBLAS" and _who(r) == name]
+    for name in dict.fromkeys(_who(r) for r in rows if not metrics.is_yardstick(r)):
+        mine = [r for r in rows if not metrics.is_yardstick(r) and _who(r) == name]
         ratios = [r["x_cublas"] for r in mine if r.get("x_cublas")]
         out.append({"variant": name, "shapes": len(mine), "failed": len(mine) - len(ratios),
                     "geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,

@@ -8,7 +8,7 @@ import math
 import pytest
 
 import gemmlab
-from gemmlab import suites
+from gemmlab import problems, suites
 from gemmlab.errors import GemmlabError
 from gemmlab.results import tuning
 from gemmlab.results.model import Shape
@@ -45,6 +45,12 @@ def test_a_suite_file_of_ones_own(tmp_path):
     ('dtypes = ["fp8"]\n[[shapes]]\nM = 1\nN = 2\nK = 3\n', "dtypes is a list of fp32, tf32, fp16, bf16"),
     ("title = 'none'\n", "no \\[\\[shapes\\]\\]"),
     ("[[shapes]\n", "suite file .*mine.toml: "),
+    # a suite file of another problem's sizes
+    ('problem = "scan"\n[[shapes]]\nM = 2\nN = 3\n', "shape 1 has unknown keys M"),
+    ('problem = "scan"\n[[shapes]]\nN = 3\ntarget = 50\n', "shape 1 has unknown keys target"),
+    ('problem = "transpose"\n[[shapes]]\nN = 3\n', "shape 1 needs M and N"),
+    ('problem = "scan"\ndtypes = ["bf16"]\n[[shapes]]\nN = 3\n', "dtypes are GEMM's; scan has inputs of its own"),
+    ('problem = "sacn"\n[[shapes]]\nN = 3\n', "problem is one of gemm, copy, transpose, reduce, scan, histogram"),
 ])
 def test_suite_file_mistakes_are_named(tmp_path, text, message):
     f = tmp_path / "mine.toml"
@@ -173,3 +179,78 @@ def test_run_auto_chooses_for_the_input_type_and_says_why(fake_gpu):
     assert "auto chose gemv DTYPE=bf16 BM=4" in r.stderr and "3 row(s) of C: a stream of B" in r.stderr
     r = invoke("run", "--variant", "auto", "--dtype", "fp16", "-M", 100, "-N", 100, "-K", 100, "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["variant"] == "mma"
+
+
+# ---------------------------------------------------------------------------- another problem's suite
+
+def test_a_problems_suite_is_its_sizes_up_to_2_28_and_its_best_rung():
+    reduce, transpose = suites.sizes("reduce"), suites.sizes("transpose")
+    assert [reduce.label(e.shape) for e in reduce.entries] == [
+        "1001", "65537", "1000003", "16789561", "134216951", "268435456"]
+    assert reduce.problem == "reduce" and all((e.shape.M, e.shape.K) == (1, 1) for e in reduce.entries)
+    assert [transpose.label(e.shape) for e in transpose.entries][::4] == ["37x129", "16384x16384"]
+    assert [transpose.label(e.shape) for e in transpose.only(["4097x4095"]).entries] == ["4097x4095"]
+    cat = gemmlab.catalog()
+    for name, decl in problems.DECLARATIONS.items():  # the default rung is a rung of the problem's
+        assert cat.get(decl.best).problem == name
+
+
+def test_random_sizes_of_a_problem_are_log_uniform_to_2_28():
+    a = suites.random_shapes(200, 7, problem="scan")
+    assert a.entries == suites.random_shapes(200, 7, problem="scan").entries and a.problem == "scan"
+    ns = [e.shape.N for e in a.entries]
+    assert all(e.shape.M == e.shape.K == 1 for e in a.entries) and 1 <= min(ns) and max(ns) <= suites.RANDOM_MAX_N
+    halves = sum(1 for n in ns if math.log(n) < math.log(suites.RANDOM_MAX_N) / 2)
+    assert 70 <= halves <= 130, halves  # log-uniform: as many below 2^14 as above
+    t = suites.random_shapes(50, 7, problem="transpose")
+    assert all(e.shape.K == 1 and max(e.shape.M, e.shape.N) <= suites.RANDOM_MAX for e in t.entries)
+    assert len({e.shape.M for e in t.entries}) > 10  # M drawn too, not the side of a square
+
+
+def test_a_suite_file_of_a_problems_sizes(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('problem = "scan"\n[[shapes]]\nname = "odd"\nN = [7, 1000001]\n')
+    s = suites.load(str(f))
+    assert s.problem == "scan" and [s.label(e.shape) for e in s.entries] == ["7", "1000001"]
+    assert {e.name for e in s.entries} == {"odd"} and all(e.shape.M == e.shape.K == 1 for e in s.entries)
+    f.write_text('problem = "transpose"\n[[shapes]]\nM = 3\nN = [5, 6]\n')
+    assert [str(e.shape) for e in suites.load(str(f)).entries] == ["3x5x1", "3x6x1"]
+
+
+def test_suite_problem_runs_its_rung_beside_cupy_in_turns_and_sums_it_up(fake_gpu, tmp_path, monkeypatch):
+    log = tmp_path / "requests.txt"
+    monkeypatch.setenv("FAKEGPU_LOG", str(log))
+    out = tmp_path / "transpose.json"
+    table = invoke("suite", "--problem", "transpose", "--only", "37x129,1000x3001", "--variants",
+                   "padded_tile,vec_tile", "--rounds", 2, "--seed", 4, "--out", out)
+    assert table.exit_code == 0, table.output
+    # each size in its own worker, the reference and the rungs taking turns, back the other way in round 2
+    assert log.read_text().split() == ["cupy", "padded_tile", "vec_tile", "vec_tile", "padded_tile", "cupy"] * 2
+    doc = json.loads(out.read_text())
+    assert doc["problem"] == "transpose" and doc["suite"]["name"] == "transpose" and doc["seed"] == 4
+    assert [(r["shape"], r["variant"]) for r in doc["rows"]] == [
+        (size, v) for size in ("37x129", "1000x3001") for v in ("padded_tile", "vec_tile", "cupy")]
+    assert [r["x_cublas"] for r in doc["rows"]] == [0.5, 0.5, 1.0] * 2  # the fake's cupy 0.5 ms over 1 ms
+    assert [(s["variant"], s["shapes"], s["geomean"], s["min"]) for s in doc["summary"]] == [
+        ("padded_tile", 2, 0.5, 0.5), ("vec_tile", 2, 0.5, 0.5)]
+    assert "suite transpose on Fake H100" in table.stdout and "geomean x cupy" in table.stdout
+    assert "1000x3001" in table.stdout and "TFLOP/s" not in table.stdout
+    md = invoke("report", "--markdown", out).stdout
+    assert "| 37x129 | vec_tile | TILES=2 | 1.000 |" in md and "| vec_tile | 2 | 0 | 0.500 | 0.500 | 0% |" in md
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--problem", "reduce", "--dtype", "bf16"], "--dtype and --out-dtype choose GEMM's types; reduce has inputs"),
+    (["--problem", "reduce", "--shapes", "llm"], "--shapes llm holds gemm shapes, not reduce's"),
+    (["--problem", "reduce", "--variants", "auto"], "auto chooses GEMM kernels; name reduce variants (by default "
+                                                    "its best, shfl)"),
+    (["--variants", "shfl,prefetch"], "variant 'prefetch' computes scan, not reduce"),
+    (["--problem", "transpose", "--plot", "t.png"], "--plot draws GEMM's roofline; a suite of another problem"),
+    (["--problem", "histogram", "--inputs", "nosuch"], "histogram has no input set 'nosuch'"),
+    (["--problem", "scan", "--only", "1000"], "--only names shapes that are not in the suite; it has: 1001, 65537"),
+    (["--inputs", "skewed"], "--inputs chooses the input set of a problem other than gemm"),
+])
+def test_suite_problem_mistakes_are_one_line(args, message):
+    r = invoke("suite", *args)
+    assert r.exit_code == 1 and r.output.startswith("error: " + message), r.output
+    assert len([line for line in r.output.splitlines() if line.startswith("error:")]) == 1

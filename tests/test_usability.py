@@ -9,6 +9,7 @@ import tomllib
 
 import pytest
 
+from gemmlab import suites
 from gemmlab.present import lab_tables, markdown, tables
 
 from gemmlab.results import records
@@ -91,6 +92,10 @@ def _tables():
     bf16 = _doc("h100-tensor-bf16-4096.json")
     yield "bf16", tables.results_table(bf16["rows"], tables.title_for(bf16), speedups=True)
     yield "suite", lab_tables.suite_table(_doc("h100-suite.json"))
+    scan = _doc("h100-problem-scan.json")  # its 2^28 rows as `suite --problem scan` shows them
+    rows = [suites.annotate_problem(dict(r), suites.Entry(Shape(1, 1 << 28, 1)), "scan") for r in scan["rows"]]
+    yield "problem suite", lab_tables.suite_table(dict(scan, command="suite", suite={"name": "scan"}, rows=rows))
+    yield "problem summary", lab_tables.suite_summary_table(dict(scan, summary=suites.summary(rows)))
     yield "scaling", lab_tables.scaling_table(_doc("h100-scaling.json"))
     yield "occupancy", lab_tables.occupancy_table(_doc("h100-occupancy.json"))
     yield "sanitize", tables.findings_table(_doc("h100-sanitize-racecheck.json"))

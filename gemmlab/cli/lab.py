@@ -14,21 +14,25 @@ from ..jobs import DEFAULT_TIMEOUT_S
 from ..present import lab_tables
 from ..results import records
 from ..templates import show_value
-from .problems import problem_options
+from .problems import problem_of, problem_options
 from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, cli, dtype_option, err,
                      gpus_option, kernels_dir_option, make_shape, names_list, out, output_format, output_options, overrides,
                      out_dtype_option, param_options, refs_option, rounds_option)
 
 
 @cli.command()
-@click.option("--variants", default="auto", show_default=True,
-              help="Comma-separated variants to run on every shape (auto: chosen per shape).")
-@click.option("--shapes", "shapes", default="lab", show_default=True, metavar="NAME|FILE",
-              help="The suite: lab (MIT 6.S894's 12 FP32 shapes), llm (Llama-3 8B and 70B), or a TOML file of "
-                   "shapes (copy kernels/shapes/llm.toml).")
+@click.option("--variants", help="Comma-separated variants to run on every shape (default: auto, chosen per shape; "
+                                 "another problem's best rung).")
+@click.option("--shapes", "shapes", metavar="NAME|FILE",
+              help="The suite: lab (the default: MIT 6.S894's 12 FP32 shapes), llm (Llama-3 8B and 70B), or a TOML "
+                   "file of shapes (copy kernels/shapes/llm.toml; another problem's says problem = \"NAME\" and "
+                   "gives N, or M and N). Another problem runs its own sizes unless told: n from 1001 to 2^28, "
+                   "odd ones among them.")
 @click.option("--random", "random_", type=click.IntRange(min=1), metavar="N",
-              help="N shapes drawn log-uniformly (M, N, K from 1 to 16384) from --seed instead of a suite.")
-@click.option("--only", metavar="MxNxK,...", help="Only these shapes of the suite.")
+              help="N shapes drawn log-uniformly (M, N, K from 1 to 16384; another problem's n from 1 to 2^28) "
+                   "from --seed instead of a suite.")
+@click.option("--only", metavar="SHAPE,...", help="Only these shapes of the suite: MxNxK (another problem's: n, "
+                                                   "or MxN).")
 @dtype_option
 @out_dtype_option
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True, help="Least timed repetitions.")
@@ -40,20 +44,26 @@ from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, 
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the roofline with every result (PNG).")
 @refs_option
 @gpus_option
+@problem_options
 @output_options
 @kernels_dir_option
 @click.pass_context
 def suite(ctx, variants, shapes, random_, only, dtype, out_dtype, reps, rounds, seed, timeout, out_path, plot_path,
-          refs, gpus, as_json, as_csv, kernels_dirs):
+          refs, gpus, problem, inputs, as_json, as_csv, kernels_dirs):
     """A suite of shapes against cuBLAS (default: the MIT 6.S894 lab's 12): roofline bound, % of it, x
-    cuBLAS, the course's targets; per variant the geometric mean, minimum and share at or above cuBLAS."""
+    cuBLAS, the course's targets; per variant the geometric mean, minimum and share at or above cuBLAS.
+    Another problem's (--problem, or that of --variants): its sizes with its best rung beside its cupy
+    reference, GB/s, % of the copy bandwidth and x cupy; the same summary in x cupy."""
     fmt = output_format(as_json, as_csv)
+    names = None if variants is None else names_list(variants, "--variants")
+    if plot_path and problem_of(problem, names or [], kernels_dirs) != "gemm":
+        raise GemmlabError("--plot draws GEMM's roofline; a suite of another problem has none")
     out_path, plot_path = new_file(out_path, "--out"), new_file(plot_path, "--plot")
     with _reporter() as reporter:
-        rs = api.suite(names_list(variants, "--variants"), None if only is None else names_list(only, "--only"),
+        rs = api.suite(names, None if only is None else names_list(only, "--only"),
                        shapes=shapes, random=random_, dtype=dtype, out_dtype=out_dtype, reps=reps, rounds=rounds,
                        seed=seed, timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus,
-                       refs=refs)
+                       refs=refs, problem=problem, inputs=inputs)
     doc = rs.to_json()
     _print_rows(doc, doc["rows"], fmt, rs.table)  # the table, and the summary per variant under it
     _plot("roofline_plot", doc, plot_path)

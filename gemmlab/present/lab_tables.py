@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from ..results.metrics import is_yardstick
 from ..results.records import params_text
 from .fit import Column, FitTable, fmt, status_text
+from .problem_tables import PROBLEM_COLUMNS
 from .tables import peak_text
 
 
@@ -34,24 +36,45 @@ SUITE_COLUMNS = [
 ]
 
 
+def _picked(columns: list[Column], headers: set[str]) -> list[Column]:
+    return [c for c in columns if c.header in headers]
+
+
+# Another problem's suite (gemmlab/problems/): the size and its name, then a problem run's columns
+PROBLEM_SUITE_COLUMNS = ([Column("size", lambda r: r["shape"], 0, "left")] + _picked(SUITE_COLUMNS, {"what"})
+                         + _picked(PROBLEM_COLUMNS, {"variant", "params", "ms", "GB/s", "% copy", "x cupy", "check"}))
+
+
 def suite_table(doc: dict) -> FitTable:
     dev = doc.get("device", {})
     rows = doc["rows"]
     dtype = doc.get("dtype", "fp32")
     name = (doc.get("suite") or {}).get("name", "")
+    when = f" · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}"
+    if doc.get("problem"):  # each size's % copy is of the bandwidth its worker measured
+        of = "" if name == doc["problem"] else f" of {doc['problem']}"
+        return FitTable(f"suite {name}{of} on {dev.get('name', '?')}{when}", PROBLEM_SUITE_COLUMNS,
+                        rows, end_section=lambda i: is_yardstick(rows[i]))
     return FitTable(f"suite {name}{'' if dtype == 'fp32' else ' ' + dtype} on {dev.get('name', '?')}{peak_text(doc)}, "
-                    f"copy {doc.get('bandwidth_tbs', 0):.2f} TB/s · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}",
-                    SUITE_COLUMNS, rows, end_section=lambda i: rows[i]["variant"] == "cuBLAS")
+                    f"copy {doc.get('bandwidth_tbs', 0):.2f} TB/s{when}",
+                    SUITE_COLUMNS, rows, end_section=lambda i: is_yardstick(rows[i]))
 
 
-SUMMARY_COLUMNS = [
-    Column("variant", lambda r: r["variant"], 0, "left"),
-    Column("shapes", lambda r: str(r["shapes"]), 0),
-    Column("failed", lambda r: str(r["failed"]), 1),
-    Column("geomean x cuBLAS", lambda r: fmt(r["geomean"], ".3f"), 0),
-    Column("min x cuBLAS", lambda r: fmt(r["min"], ".3f"), 0),
-    Column(">= 1.00x", lambda r: "-" if r["at_or_above"] is None else f"{100 * r['at_or_above']:.0f}%", 0),
-]
+def yardstick(doc: dict) -> str:
+    """What a suite's ratios are over: cuBLAS, or another problem's cupy reference."""
+    return "cupy" if doc.get("problem") else "cuBLAS"
+
+
+def summary_columns(doc: dict) -> list[Column]:
+    ref = yardstick(doc)
+    return [
+        Column("variant", lambda r: r["variant"], 0, "left"),
+        Column("shapes", lambda r: str(r["shapes"]), 0),
+        Column("failed", lambda r: str(r["failed"]), 1),
+        Column(f"geomean x {ref}", lambda r: fmt(r["geomean"], ".3f"), 0),
+        Column(f"min x {ref}", lambda r: fmt(r["min"], ".3f"), 0),
+        Column(">= 1.00x", lambda r: "-" if r["at_or_above"] is None else f"{100 * r['at_or_above']:.0f}%", 0),
+    ]
 
 
 def suite_view(doc: dict):
@@ -63,10 +86,10 @@ def suite_view(doc: dict):
 
 
 def suite_summary_table(doc: dict) -> FitTable:
-    """Per variant over the suite's shapes: geometric mean and minimum of x cuBLAS, share at or above it."""
+    """Per variant over the suite's shapes: geometric mean and minimum of x cuBLAS (x cupy), share at or above it."""
     suite = doc.get("suite") or {}
     return FitTable(f"{suite.get('name', 'suite')}: {suite.get('description', '')} · seed {doc.get('seed')}",
-                    SUMMARY_COLUMNS, doc.get("summary") or [])
+                    summary_columns(doc), doc.get("summary") or [])
 
 
 OCCUPANCY_COLUMNS = [

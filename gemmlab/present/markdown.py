@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..results.records import failure_text, params_text
 from .fit import fmt, speedup_text
 from .dist_tables import dist_markdown, dist_table
-from .lab_tables import occupancy_table, scaling_table, suite_view
+from .lab_tables import occupancy_table, scaling_table, suite_view, yardstick
 from .pcie_tables import pcie_markdown, pcie_view
 from .problem_tables import problem_markdown
 
@@ -21,7 +21,20 @@ def findings_markdown(found: dict) -> str:
 
 
 def suite_markdown(doc: dict) -> str:
-    """The README's suite table from a saved `suite --json` document."""
+    """The README's suite table from a saved `suite --json` document (another problem's: a problem run's
+    table with each row's size), and the summary per variant under it."""
+    lines = problem_markdown(doc, sizes=True).splitlines() if doc.get("problem") else _gemm_suite_lines(doc)
+    if doc.get("summary"):  # per variant over the shapes
+        ref = yardstick(doc)
+        lines += ["", f"| variant | shapes | failed | geomean x {ref} | min x {ref} | at or above 1.00x |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {x['variant']} | {x['shapes']} | {x['failed']} | {fmt(x['geomean'], '.3f')} | "
+                  f"{fmt(x['min'], '.3f')} | {fmt(x['at_or_above'] and 100 * x['at_or_above'], '.0f')}% |"
+                  for x in doc["summary"]]
+    return "\n".join(lines)
+
+
+def _gemm_suite_lines(doc: dict) -> list[str]:
     lines = ["| M x N x K | variant | TFLOP/s | % of peak | FLOP/B | bound | % of bound | x cuBLAS | target |",
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
     for r in doc["rows"]:
@@ -30,13 +43,7 @@ def suite_markdown(doc: dict) -> str:
         tflops = fmt(r["tflops"], ".2f") if r["status"] == "PASS" else f"**{r['status']}**"
         lines.append(f"| {r['shape']} | {r['variant']} | {tflops} | {fmt(r['pct_peak'], '.1f')} | {r['ai']:.1f} | "
                      f"{r['bound']} | {fmt(r['pct_bound'], '.1f')} | {fmt(r['x_cublas'], '.2f')} | {target} |")
-    if doc.get("summary"):  # per variant over the shapes
-        lines += ["", "| variant | shapes | failed | geomean x cuBLAS | min x cuBLAS | at or above 1.00x |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        lines += [f"| {x['variant']} | {x['shapes']} | {x['failed']} | {fmt(x['geomean'], '.3f')} | "
-                  f"{fmt(x['min'], '.3f')} | {fmt(x['at_or_above'] and 100 * x['at_or_above'], '.0f')}% |"
-                  for x in doc["summary"]]
-    return "\n".join(lines)
+    return lines
 
 
 def scaling_markdown(doc: dict) -> str:

@@ -60,14 +60,18 @@ def _name(r: dict) -> str:
     return f"{r['variant']} ({r['source']})" if r["variant"] == "cupy" and r.get("source") else r["variant"]
 
 
-def problem_markdown(doc: dict) -> str:
-    """docs/problems.md's table of one saved `compare --problem ... --json` document."""
+def problem_markdown(doc: dict, sizes: bool = False) -> str:
+    """docs/problems.md's table of one saved `compare --problem ... --json` document; with sizes, each row's
+    size first (a suite's rows: `shape`, as the problem names it)."""
     lines = ["| variant | params | ms | GB/s | % of copy | x cupy |", "|---|---|---:|---:|---:|---:|"]
+    if sizes:
+        lines = ["| size " + lines[0], "|---" + lines[1]]
     for r in doc["rows"]:
+        size = f"| {r['shape']} " if sizes else ""
         if r["status"] != "PASS":
-            lines.append(f"| {_name(r)} | {params_text(r['params'])} | **{r['status']}** | | | |")
+            lines.append(f"{size}| {_name(r)} | {params_text(r['params'])} | **{r['status']}** | | | |")
             continue
-        lines.append(f"| {_name(r)} | {params_text(r['params'])} | {r['ms']:.3f} | {fmt(r.get('gbs'), ',.0f')} | "
+        lines.append(f"{size}| {_name(r)} | {params_text(r['params'])} | {r['ms']:.3f} | {fmt(r.get('gbs'), ',.0f')} | "
                      f"{fmt(r.get('pct_copy'), '.1f')} | {fmt(_x_ref(r), '.2f')} |")
     return "\n".join(lines)
 

@@ -24,4 +24,4 @@ DECLARATION = Declaration(
     reference_name="cupy.copyto",
     args={"x": "const float* input, n elements", "y": "float* output, n elements", "n": "int: elements"},
     make=_make, output=lambda xp, shape: xp.empty(shape.N, dtype=xp.float32), expect=_expect,
-    reference=_reference, sizes=lambda s: {"n": s.N}, moved=lambda s: 8 * s.N, ops=lambda s: 0)
+    reference=_reference, sizes=lambda s: {"n": s.N}, moved=lambda s: 8 * s.N, ops=lambda s: 0, best="copy_vec")

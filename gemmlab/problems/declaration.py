@@ -37,6 +37,11 @@ class InputSet:
 FLOAT_SETS = (InputSet("random", "normal", 0), InputSet("random x1000", "normal1000", 7919),
               InputSet("small integers", "integers", 104729))
 
+# The sizes `gemmlab suite --problem` runs: from about a thousand elements to 2^28, most of them odd (no
+# multiple of a tile or a vector), among them the sizes docs/problems.md holds out (2^24 + 12345, 2^27 - 777).
+VECTOR_SIZES = (1001, 65537, 1000003, (1 << 24) + 12345, (1 << 27) - 777, 1 << 28)
+MATRIX_SIZES = ((37, 129), (1000, 3001), (4097, 4095), (8191, 8193), (16384, 16384))  # M x N, up to 2^28
+
 
 @dataclass(frozen=True)
 class Declaration:
@@ -51,7 +56,9 @@ class Declaration:
     reference(xp, inputs, y) -> a function that computes y with cupy: the yardstick, timed beside.
     sizes(shape) -> {name: int}: the size arguments.
     moved(shape): bytes every algorithm moves at least (read once, written once): the roofline's.
-    ops(shape): the arithmetic operations (additions, increments), for what they are worth."""
+    ops(shape): the arithmetic operations (additions, increments), for what they are worth.
+    best: the rung `gemmlab suite` runs unless told which: the fastest on the H100 (docs/problems.md).
+    suite_sizes: the sizes of its suite, n (M x N pairs for a matrix problem)."""
     name: str
     what: str
     reference_name: str
@@ -63,12 +70,14 @@ class Declaration:
     sizes: Callable[[Shape], dict]
     moved: Callable[[Shape], int]
     ops: Callable[[Shape], int]
+    best: str
     vector: bool = True          # a vector of n elements (shape 1 x n x 1); else M x N
     default_size: int = 1 << 24  # n, or the side of a square
     input_sets: tuple[InputSet, ...] = FLOAT_SETS
     poison: float = math.nan     # what y holds before a checked launch (NaN: an element never written fails)
     tile: tuple[int, int] = (1, 1024)  # the rows x columns a failing check's map counts by
     check_name: str | None = None  # what a verdict names as its reference, where not reference_name
+    suite_sizes: tuple = VECTOR_SIZES
     notes: dict = field(default_factory=dict)
 
     def shape(self, size: int | None = None, M: int | None = None, N: int | None = None) -> Shape:
@@ -82,6 +91,13 @@ class Declaration:
 
     def describe(self, shape: Shape) -> str:
         return f"n = {shape.N:,}" if self.vector else f"{shape.M} x {shape.N}"
+
+    def label(self, shape: Shape) -> str:
+        """The shape as a suite names it (its table, --only): n, or MxN."""
+        return str(shape.N) if self.vector else f"{shape.M}x{shape.N}"
+
+    def suite_shapes(self) -> list[Shape]:
+        return [self.shape(N=s) if self.vector else self.shape(M=s[0], N=s[1]) for s in self.suite_sizes]
 
     def input_set(self, name: str | None) -> InputSet:
         if name is None:

@@ -38,6 +38,6 @@ DECLARATION = Declaration(
           "workspace": "launch.workspace bytes of scratch"},
     make=_make, output=lambda xp, shape: xp.empty(BINS, dtype=xp.int32), expect=_expect,
     reference=_reference, sizes=lambda s: {"n": s.N}, moved=lambda s: s.N + 4 * BINS, ops=lambda s: s.N,
-    input_sets=(InputSet("uniform", "uniform", 0), InputSet("skewed", "skewed", 7919),
-                InputSet("one bin", "one", 104729)),
+    best="shared_atomic", input_sets=(InputSet("uniform", "uniform", 0), InputSet("skewed", "skewed", 7919),
+                                      InputSet("one bin", "one", 104729)),
     poison=-1, tile=(1, 256))

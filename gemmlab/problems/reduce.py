@@ -29,5 +29,5 @@ DECLARATION = Declaration(
     args={"x": "const float* input, n elements", "y": "float* output, one element", "n": "int: elements",
           "workspace": "launch.workspace bytes of scratch"},
     make=_make, output=lambda xp, shape: xp.empty(1, dtype=xp.float32), expect=_expect,
-    reference=_reference, sizes=lambda s: {"n": s.N}, moved=lambda s: 4 * s.N + 4, ops=lambda s: s.N - 1,
+    reference=_reference, sizes=lambda s: {"n": s.N}, moved=lambda s: 4 * s.N + 4, ops=lambda s: s.N - 1, best="shfl",
     tile=(1, 1))

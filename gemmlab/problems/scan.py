@@ -31,4 +31,4 @@ DECLARATION = Declaration(
     args={"x": "const float* input, n elements", "y": "float* output, n elements", "n": "int: elements",
           "workspace": "launch.workspace bytes of scratch"},
     make=_make, output=lambda xp, shape: xp.empty(shape.N, dtype=xp.float32), expect=_expect,
-    reference=_reference, sizes=lambda s: {"n": s.N}, moved=lambda s: 8 * s.N, ops=lambda s: s.N - 1)
+    reference=_reference, sizes=lambda s: {"n": s.N}, moved=lambda s: 8 * s.N, ops=lambda s: s.N - 1, best="prefetch")

@@ -4,7 +4,7 @@ the ladder (kernels/transpose/) turns the columns into rows through shared memor
 
 from __future__ import annotations
 
-from .declaration import Declaration, floats
+from .declaration import MATRIX_SIZES, Declaration, floats
 
 
 def _make(xp, shape, rng, kind):
@@ -27,4 +27,4 @@ DECLARATION = Declaration(
           "rows": "int: M", "cols": "int: N"},
     make=_make, output=lambda xp, shape: xp.empty((shape.N, shape.M), dtype=xp.float32), expect=_expect,
     reference=_reference, sizes=lambda s: {"rows": s.M, "cols": s.N}, moved=lambda s: 8 * s.M * s.N,
-    ops=lambda s: 0, vector=False, default_size=8192, tile=(32, 32))
+    ops=lambda s: 0, best="vec_tile", vector=False, suite_sizes=MATRIX_SIZES, default_size=8192, tile=(32, 32))

@@ -81,11 +81,17 @@ def derive_roofline(row: dict, context: Roofline) -> dict:
 
 # The rows of the yardstick a run times beside its kernels: cuBLAS for GEMM, cupy for the other problems;
 # and GEMM's optional references beside cuBLAS (--refs: gemmlab/gpu/references.py).
-REFERENCES = frozenset({"cuBLAS", "cupy", "cuBLASLt", "Triton"})
+YARDSTICKS = frozenset({"cuBLAS", "cupy"})
+REFERENCES = YARDSTICKS | {"cuBLASLt", "Triton"}
 
 
 def is_reference(row: dict) -> bool:
     return row["variant"] in REFERENCES
+
+
+def is_yardstick(row: dict) -> bool:
+    """The row every other row's % of cuBLAS (x cupy) is of."""
+    return row["variant"] in YARDSTICKS
 
 
 def add_speedups(rows: list[dict]) -> None:
