@@ -1,5 +1,5 @@
 """Without a GPU: the FP32 kernels written in plain CUDA (no inline PTX but cp.async; a workspace and a
-second kernel allowed) run on the CPU, one fiber per CUDA thread taking turns at the barriers
+second kernel allowed), and gemv's 16-bit ones (its streaming loads read plainly), run on the CPU, one fiber per CUDA thread taking turns at the barriers
 (tests/emulate/), and must compute A @ B on odd shapes and write every element of C. This checks a kernel's
 indexing, bounds and barriers, not its speed, and not what only a GPU does (memory alignment, races the
 barriers would hide, a cp.async read before its wait: the emulator copies at once)."""
@@ -28,15 +28,19 @@ CREATE_POLICY = re.compile(r'asm\("createpolicy\.[\w:.]+ %0, [\d.]+;\\n" : "=l"\
 CP_ASYNC_GROUP = re.compile(r'asm volatile\("cp\.async\.(?:commit_group|wait_group \d+);\\n" ::\);')
 # flags.j2's release store and acquire load (split.j2 uses them): calls of the shim's std::atomic versions.
 ST_RELEASE = re.compile(r'asm volatile\("st\.release\.gpu\.global\.u32 \[%0\], %1;" :: "l"\((\w+)\), "r"\((\w+)\) : "memory"\);')
+# gemv's streaming load of 16 bytes (ld.global.nc.L1::no_allocate): a plain read.
+LOAD_STREAM = re.compile(r'asm volatile\("ld\.global\.nc\.L1::no_allocate\.v4\.u32 \{ %0, %1, %2, %3 \}, \[%4\];"\s*'
+                         r': "=r"\((\w+)\.x\), "=r"\(\1\.y\), "=r"\(\1\.z\), "=r"\(\1\.w\) : "l"\((\w+)\)\);')
 LD_ACQUIRE = re.compile(r'asm volatile\("ld\.acquire\.gpu\.global\.u32 %0, \[%1\];" : "=r"\((\w+)\) : "l"\((\w+)\) : "memory"\);')
 
 
 def emulable(source: str) -> str:
     """The kernel as the emulator compiles it: cp.async done at once, `extern __shared__` the shim's smem,
-    split.j2's counters read and written through std::atomic."""
+    split.j2's counters read and written through std::atomic, streaming loads plain reads."""
     source = CP_ASYNC_GROUP.sub(";", CP_ASYNC.sub(r"cp_async_now(\2, \3, \1, \4);", source))
     source = CREATE_POLICY.sub(r"\1 = 0;", CP_ASYNC_HINT.sub(r"cp_async_now(\2, \3, \1, \4);", source))
     source = LD_ACQUIRE.sub(r"\1 = load_acquire_now(\2);", ST_RELEASE.sub(r"store_release_now(\1, \2);", source))
+    source = LOAD_STREAM.sub(r"\1 = *reinterpret_cast<const uint4*>(\2);", source)
     return EXTERN_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(::smem);", source)
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) to emulate kernels")
@@ -72,7 +76,9 @@ def emulate(tmp_path, v, params, shapes=SHAPES, edit=("", "")):
     source = emulable(render(v, params).source.replace(*edit))
     launches = 2 if "split_arrive(" in source else 1
     geo = v.geometry(params, *shapes[0])  # whether there is a workspace and a second kernel: the same for any shape
-    exe = build(tmp_path, source, ["-DWORKSPACE"] * bool(geo.workspace) + ["-DREDUCE"] * (geo.reduce_grid is not None))
+    inputs = {"bf16": ["-DINPUT_BF16"], "fp16": ["-DINPUT_FP16"]}.get(v.dtype(params), [])  # A and B: 16-bit types
+    exe = build(tmp_path, source, ["-DWORKSPACE"] * bool(geo.workspace) + ["-DREDUCE"] * (geo.reduce_grid is not None)
+                + inputs)
     results = {}
     for shape in shapes:
         geo = v.geometry(params, *shape)
@@ -139,6 +145,40 @@ def test_more_configurations(tmp_path, name, params, shapes):
     v = LADDER[name]
     results = emulate(tmp_path, v, v.resolve(params), shapes)
     assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
+
+
+# gemv reads its 16-bit inputs as raw 16-byte words and shuffles them. With ANY_OFFSET (issue 45) on shapes
+# with N odd (rows of B at all 8 offsets: 31 lanes a warp compute, tiles of 248 x WARPS columns), K odd
+# and N aligned (only A's rows shifted), both, N's end inside a lane's 8 columns, one element of C; and
+# the aligned rung on aligned shapes.
+GEMV_ODD = [(1, 13, 37), (3, 1001, 999), (4, 1000, 203), (2, 517, 40), (1, 1, 1)]
+
+
+@pytest.mark.parametrize("dtype,params,shapes", [
+    ("bf16", {"BM": 1, "ANY_OFFSET": True, "SPLIT_K": 1}, GEMV_ODD),  # plain stores
+    ("bf16", {"BM": 4, "WARPS": 1, "ANY_OFFSET": True, "SPLIT_K": 16}, GEMV_ODD),  # atomics; 248-column tiles
+    ("fp16", {"BM": 2, "ROWS": 8, "ANY_OFFSET": True, "SPLIT_K": 4}, [(3, 1001, 999)]),
+    ("bf16", {"BM": 2, "SPLIT_K": 4}, [(3, 1000, 64), (1, 8, 8)]),  # rows aligned, without ANY_OFFSET
+])
+def test_gemv_takes_rows_at_any_offset(tmp_path, dtype, params, shapes):
+    v = LADDER["gemv"]
+    results = emulate(tmp_path, v, v.resolve(v.for_dtype(dtype, params)), shapes)
+    assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
+
+
+@pytest.mark.parametrize("bug,nan", [
+    # shifted one element too far: wrong sums, and NaN where that reaches past the matrix (main.cpp's fence)
+    (("const int s = (offset_of(B) + r * N) & 7;", "const int s = (offset_of(B) + r * N + 1) & 7;"), False),  # rows of B
+    (("const int sa = offset_of(pa);", "const int sa = offset_of(pa + 1);"), False),  # rows of A
+    # A's values past K's end kept: at the last row of A they are the NaN around it, times B's zeros
+    (("av.y = k + r8 + 2 * p + 1 < k_end ? av.y : 0.0f;", ";"), True),
+])
+def test_the_emulator_catches_gemv_off_by_one(tmp_path, bug, nan):
+    v = LADDER["gemv"]
+    params = v.resolve(v.for_dtype("bf16", {"BM": 4, "ANY_OFFSET": True, "SPLIT_K": 4}))
+    assert render(v, params).source.count(bug[0]) == 1
+    (err, unwritten), = emulate(tmp_path, v, params, [(3, 301, 99)], edit=bug).values()
+    assert unwritten > 0 if nan else err > 1e-3
 
 
 def test_the_emulator_sees_a_ring_read_one_stage_off(tmp_path):

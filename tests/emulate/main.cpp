@@ -6,8 +6,31 @@
 // The kernel runs `launches` times, C set before each (NaN, or 0 if zero_c), so that a kernel which keeps
 // state from one launch to the next (split.j2's counters) must be right on the later ones too. Prints the
 // relative error after the last launch and the number of elements of C left as they were.
+// With -DINPUT_BF16 or -DINPUT_FP16, A and B are of that 16-bit type (C stays FP32), their values
+// multiples of 1/256 in [-0.5, 0.5], which both types hold exactly: the float64 product of the same values
+// is the reference.
 #include "shim.h"
 #include KERNEL
+
+#if defined(INPUT_BF16)
+typedef __nv_bfloat16 Input;
+inline Input to_input(float x) { return {static_cast<unsigned short>(__float_as_uint(x) >> 16)}; }  // exact here
+inline double value(Input x) { return __uint_as_float(unsigned(x.bits) << 16); }
+const Input FENCE = {0x7fc0};  // NaN
+#elif defined(INPUT_FP16)
+typedef __half Input;
+inline Input to_input(float x)  // exact for these values: normal in FP16, 10 bits of mantissa or fewer
+{
+    const unsigned u = __float_as_uint(x), exp = u >> 23 & 255;
+    return {static_cast<unsigned short>(u >> 16 & 0x8000u | (exp ? (exp - 112) << 10 | (u >> 13 & 1023) : 0))};
+}
+inline double value(Input x) { return __half2float(x); }
+const Input FENCE = {0x7e00};  // NaN
+#else
+typedef float Input;
+inline Input to_input(float x) { return x; }
+inline double value(Input x) { return x; }
+#endif
 
 // What every fiber of a grid runs: the kernel call, behind a plain function pointer (no <functional>).
 void (*kernel_call)(void*);
@@ -90,6 +113,22 @@ float* filled(size_t n, float value)
     return p;
 }
 
+// Random inputs: FP32 as before; the 16-bit types in steps of 1/256, between 16 bytes of NaN on each side
+// (malloc's 16-byte alignment kept), so that a kernel which multiplies what it reads past a matrix's
+// ends, even by 0, makes NaN (as gpu/problem.py's fence does on the GPU).
+Input* inputs(size_t n)
+{
+    Input* p = static_cast<Input*>(malloc((max(n, size_t(1)) + (sizeof(Input) == 2 ? 16 : 0)) * sizeof(Input)));
+#if defined(INPUT_BF16) || defined(INPUT_FP16)
+    for (size_t i = 0; i < 8; ++i)
+        p[i] = p[n + 8 + i] = FENCE;
+    p += 8;
+#endif
+    for (size_t i = 0; i < n; ++i)
+        p[i] = sizeof(Input) == 4 ? to_input(rand() / float(RAND_MAX) - 0.5f) : to_input((rand() % 257 - 128) / 256.0f);
+    return p;
+}
+
 int main(int argc, char** argv)
 {
     if (argc != 19)
@@ -100,10 +139,10 @@ int main(int argc, char** argv)
     const int M = a[0], N = a[1], K = a[2];
     const dim3 grid = {unsigned(a[3]), unsigned(a[4]), unsigned(a[5])}, block = {unsigned(a[6]), unsigned(a[7]), unsigned(a[8])};
     const size_t sizeA = size_t(M) * K, sizeB = size_t(K) * N, sizeC = size_t(M) * N;
-    float *A = filled(sizeA, 0), *B = filled(sizeB, 0), *C = filled(sizeC, 0), *W = filled(size_t(a[10]), NAN);
+    float *C = filled(sizeC, 0), *W = filled(size_t(a[10]), NAN);
     srand(1);
-    for (size_t i = 0; i < sizeA; ++i) A[i] = rand() / float(RAND_MAX) - 0.5f;
-    for (size_t i = 0; i < sizeB; ++i) B[i] = rand() / float(RAND_MAX) - 0.5f;
+    Input* A = inputs(sizeA);
+    Input* B = inputs(sizeB);
     for (int launch = 0; launch < a[17]; ++launch) {
         for (size_t i = 0; i < sizeC; ++i)
             C[i] = a[9] ? 0.0f : NAN;
@@ -123,7 +162,7 @@ int main(int argc, char** argv)
         for (int n = 0; n < N; ++n) {
             double s = 0;
             for (int k = 0; k < K; ++k)
-                s += double(A[size_t(m) * K + k]) * B[size_t(k) * N + n];
+                s += value(A[size_t(m) * K + k]) * value(B[size_t(k) * N + n]);
             const float c = C[size_t(m) * N + n];
             unwritten += isnan(c);
             err = isnan(c) ? err : max(err, fabs(s - c));

@@ -32,6 +32,31 @@ struct dim3 { unsigned x, y, z; };
 dim3 threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's (run_grid sets it)
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+// What the 16-bit rungs that read their inputs as raw words use (gemv): the types (their headers,
+// cuda_bf16.h and cuda_fp16.h beside this file, are empty), 16-byte words, bit casts, __ldg, the funnel
+// shift, and FP16's conversion to FP32 (main.cpp makes the inputs).
+struct __nv_bfloat16 { unsigned short bits; };
+struct __half { unsigned short bits; };
+struct __half2 { __half x, y; };
+struct float2 { float x, y; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+struct uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift)
+{
+    return unsigned((static_cast<unsigned long long>(hi) << 32 | lo) >> (shift & 31));
+}
+inline float __half2float(__half h)  // exact: every FP16 value is an FP32 one
+{
+    const unsigned sign = (h.bits & 0x8000u) << 16, exp = h.bits >> 10 & 31, man = h.bits & 1023;
+    if (exp == 0)  // zero or subnormal: man x 2^-24
+        return __uint_as_float(sign) + (sign ? -1.0f : 1.0f) * man * (1.0f / 16777216.0f);
+    return __uint_as_float(sign | (exp == 31 ? 255u : exp + 112) << 23 | man << 13);
+}
+inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
 
 // The fibers of the block that runs (run_grid in main.cpp), and the scheduler they yield to. A fiber starts
 // on its own stack with setcontext (makecontext made it); every later switch is _setjmp/_longjmp, which
@@ -81,6 +106,17 @@ inline float __shfl_xor_sync(unsigned, float v, int mask)
     shuffle_board[w][l] = v;
     __syncwarp();
     const float partner = shuffle_board[w][l ^ mask];
+    __syncwarp();
+    return partner;
+}
+unsigned shuffle_words[32][32];  // [warp][lane]
+inline unsigned __shfl_down_sync(unsigned, unsigned v, int delta)  // a lane past the warp's end keeps its own
+{
+    const unsigned w = linear_thread() / 32, l = linear_thread() % 32;
+    const unsigned lanes = min(32u, blockDim.x * blockDim.y * blockDim.z - 32 * w);
+    shuffle_words[w][l] = v;
+    __syncwarp();
+    const unsigned partner = l + delta < lanes ? shuffle_words[w][l + delta] : v;
     __syncwarp();
     return partner;
 }
