@@ -178,7 +178,8 @@ dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind, h100x4 wi
 }
 
 problems() {  # the ladders of the problems besides GEMM beside their cupy reference, 3 rounds taken in turn:
-    # 2^28 float32 (a 16384 x 16384 transpose), histograms of 2^28 bytes, uniform and skewed (docs/problems.md)
+    # 2^28 float32 (a 16384 x 16384 transpose), histograms of 2^28 bytes, uniform and skewed; then each one's
+    # best rung at its suite's sizes, 1001 to 2^28 (docs/problems.md)
     local n=$((1 << 28)) w
     for w in ${PROBLEMS:-copy transpose reduce scan histogram}; do
         if [ "$w" = transpose ]; then
@@ -186,6 +187,7 @@ problems() {  # the ladders of the problems besides GEMM beside their cupy refer
         else
             keep compare --problem "$w" --size "$n" --rounds 3 --out "$dir/$p-problem-$w.json"
         fi
+        keep suite --problem "$w" --rounds 3 --out "$dir/$p-suite-$w.json"
     done
     case " ${PROBLEMS:-histogram} " in *" histogram "*)
         keep compare --problem histogram --inputs skewed --size "$n" --rounds 3 --out "$dir/$p-problem-histogram-skewed.json" ;;
