@@ -21,6 +21,7 @@ from gemmlab.notebook import NO_GPU, parse_line  # noqa: E402
 
 NAIVE = (ROOT / "kernels" / "fp32" / "01_naive.cu.j2").read_text()
 MINE = NAIVE.replace('name = "naive"', 'name = "mine"')
+MYCOPY = (ROOT / "kernels" / "copy" / "01_copy.cu.j2").read_text().replace('name = "copy"', 'name = "mycopy"')
 
 
 @pytest.fixture
@@ -45,6 +46,8 @@ def test_the_line_takes_the_clis_options():
     assert name == "run" and p["raw_params"] == ("TILE=32",) and p["size"] == 2048 and p["against"] == "tiled"
     assert p["seed"] == 3 and p["rounds"] == 2 and p["check_ref"] == "cupy" and p["m"] is None
     assert parse_line("--tile 16 -M 64")[0] == "run" and parse_line("")[1]["size"] == 4096  # run is the default
+    # --size 4096 said is n = 4096 for another problem's cell; unsaid, that problem's own size
+    assert parse_line("--size 4096")[1]["size_given"] is True and parse_line("")[1]["size_given"] is False
     name, p = parse_line("sweep --param TILE=8,16 --param BK=8..32:8 --size 512 --plot")
     assert name == "sweep" and p["specs"] == ("TILE=8,16", "BK=8..32:8") and p["plot_path"] == ""
     assert parse_line("sweep --param TILE=8 --plot f.png")[1]["plot_path"] == "f.png"
@@ -73,9 +76,7 @@ def test_the_magics_options_are_the_clis_own():
 
     def options(cmd):
         return {o: (type(p.type).__name__, p.default) for p in cmd.params for o in p.opts}
-    # (--problem and --inputs: a cell's header names its problem, and GEMM is what cells run for now)
-    for name, leave_out in (("run", {"--variant", "-v", "--watch", "--sanitize", "--show-errors", "--plot", "--problem",
-                                     "--inputs"}),
+    for name, leave_out in (("run", {"--variant", "-v", "--watch", "--sanitize", "--show-errors", "--plot"}),
                             ("sweep", {"--variant", "-v", "--save-best", "--plot"}), ("show", {"--variant", "-v"})):
         theirs = {o: t for o, t in options(cli.commands[name]).items() if o not in leave_out}
         mine = options(notebook.COMMANDS[name])
@@ -181,6 +182,21 @@ def test_a_cell_beside_other_variants(shell, fake_gpu, capsys):
     assert "--compare runs every variant at its defaults" in capsys.readouterr().err
     shell.run_cell_magic("gemmlab", "--size 64 --compare mine", MINE)
     assert "mine is this cell" in capsys.readouterr().err
+
+
+def test_a_problem_cell_runs_beside_its_problems_reference(shell, fake_gpu, capsys):
+    """A cell whose header says problem = "copy": its shape as `gemmlab run --problem copy` reads the
+    options (n; without --size the problem's own), cupy.copyto beside it, the line's --problem checked."""
+    rs = shell.run_cell_magic("gemmlab", "run --problem copy --seed 2", MYCOPY)
+    assert rs.meta["problem"] == "copy" and [r["variant"] for r in rs] == ["mycopy", "cupy"]
+    assert rs.meta["shape"] == {"M": 1, "N": 1 << 24, "K": 1} and rs[0]["pct_cublas"] == 50.0
+    rs = shell.run_cell_magic("gemmlab", "sweep --param BLOCK=128,256 --size 1001 --seed 2", MYCOPY)
+    assert rs.meta["shape"]["N"] == 1001 and [r["params"].get("BLOCK") for r in rs] == [128, 256, None]
+    for line, message in (("--problem reduce --size 64", "variant 'mycopy' computes copy, not reduce"),
+                          ("-K 2", "copy has no K: give --size or -N"),
+                          ("--inputs skewed", "copy has no input set 'skewed'")):
+        assert shell.run_cell_magic("gemmlab", line, MYCOPY) is None
+        assert capsys.readouterr().err.startswith("error: " + message)
 
 
 def test_json_and_csv_print_instead_of_the_table(shell, fake_gpu, capsys):

@@ -16,7 +16,7 @@ from ..results import records
 from ..sanitize import TOOLS as SANITIZERS
 from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, gpus_option,
                      kernels_dir_option, names_list, out, overrides, param_options, refs_option, shape_options)
-from .problems import gemm_shape_options, problem_of, problem_options, problem_shape
+from .problems import gemm_shape_options, problem_of, problem_options, problem_shape, size_given
 
 
 def _emit(rs, fmt) -> int:
@@ -108,7 +108,7 @@ def run(ctx, name, tile, reg, raw_params, no_cublas, refs, watch, sanitize, show
     if problem != "gemm":
         if sanitize:
             raise GemmlabError("--sanitize runs GEMM kernels only, for now")
-        shape, more = problem_shape(ctx, common, problem), {"problem": problem, "inputs": inputs}
+        shape, more = problem_shape(common, problem, size_given(ctx)), {"problem": problem, "inputs": inputs}
     elif inputs is not None:
         raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     plot_path = new_file(plot_path, "--plot")  # checked now, not after the run
@@ -171,7 +171,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_di
     shape, opts, fmt, out_path = _common(ctx, gemm_shape_options(common, problem))
     plot_path = new_file(plot_path, "--plot")
     if problem != "gemm":
-        shape = problem_shape(ctx, common, problem)
+        shape = problem_shape(common, problem, size_given(ctx))
     with _reporter() as reporter:
         rs = api.sweep(name, list(specs), shape, dtype=common["dtype"], out_dtype=common["out_dtype"],
                        reps=opts.reps, rounds=opts.rounds,
@@ -199,7 +199,7 @@ def compare(ctx, variants, refs, gpus, problem, inputs, kernels_dirs, **common):
     shape, opts, fmt, out_path = _common(ctx, gemm_shape_options(common, problem))
     more = {}
     if problem != "gemm":
-        shape, more = problem_shape(ctx, common, problem), {"problem": problem, "inputs": inputs}
+        shape, more = problem_shape(common, problem, size_given(ctx)), {"problem": problem, "inputs": inputs}
     elif inputs is not None:
         raise GemmlabError("--inputs chooses the input set of a problem other than gemm")
     with _reporter() as reporter:

@@ -28,12 +28,16 @@ def problem_of(problem: str | None, names: list[str], kernels_dirs) -> str:
     return "gemm"
 
 
-def problem_shape(ctx, common: dict, problem: str):
-    """The shape of a problem other than GEMM: n elements (--size or -N; default the problem's), or an
-    M x N matrix (--size for both, -M, -N). K is GEMM's: 1 or not given."""
+def size_given(ctx) -> bool:
+    """Whether --size was on the command line (else its default is GEMM's, not another problem's)."""
+    return ctx.get_parameter_source("size") == click.core.ParameterSource.COMMANDLINE
+
+
+def problem_shape(common: dict, problem: str, given: bool):
+    """The shape of a problem other than GEMM: n elements (--size if `given`, or -N; default the
+    problem's), or an M x N matrix (--size for both, -M, -N). K is GEMM's: 1 or not given."""
     from .. import problems
     decl = problems.get(problem)
-    given = ctx.get_parameter_source("size") == click.core.ParameterSource.COMMANDLINE
     if common.get("k") not in (None, 1):
         raise GemmlabError(f"{problem} has no K: give --size or -N" + ("" if decl.vector else " and -M"))
     return decl.shape(size=common["size"] if given else None, M=common.get("m"), N=common.get("n"))

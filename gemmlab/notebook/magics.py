@@ -17,6 +17,7 @@ from rich.markup import escape
 from .. import api
 from ..cli.common import (dtype_option, gpus_option, names_list, overrides, param_options, refs_option, shape_options,
                           show_options)
+from ..cli.problems import problem_of, problem_options, problem_shape, size_given
 from ..errors import GemmlabError
 from .cells import NO_GPU, Cell, _session, gpu_missing, write_cell
 from .display import Rich, _display, _error, _plot_argv, _say, _show_plot, code
@@ -35,9 +36,11 @@ def _kernels_dir(f):
               "cell's, with speed-ups rung over rung (the cell then runs at its defaults too).")
 @click.option("--no-cublas", is_flag=True, help="Skip the cuBLAS timing (no % of cuBLAS).")
 @refs_option
+@problem_options
 @_kernels_dir
 def run_command(**kw):
-    """Check the cell's kernel against cupy.matmul, then time it (with cuBLAS beside it)."""
+    """Check the cell's kernel against cupy.matmul, then time it (with cuBLAS beside it); a template of
+    another problem (its header's `problem`) against that problem's cupy reference."""
 
 
 @click.command("sweep")
@@ -67,9 +70,10 @@ COMMANDS = {"run": run_command, "sweep": sweep_command, "show": show_command}
 
 
 def parse_line(line: str) -> tuple[str, dict]:
-    """The cell magic's line: (command, its options as the command's parameters). The command is run,
-    sweep or show; a line that starts with an option is a run. A usage mistake raises click.UsageError;
-    --help prints the help and raises click.exceptions.Exit."""
+    """The cell magic's line: (command, its options as the command's parameters, and size_given: whether
+    --size was on the line, since another problem's default size is its own). The command is run, sweep
+    or show; a line that starts with an option is a run. A usage mistake raises click.UsageError; --help
+    prints the help and raises click.exceptions.Exit."""
     argv = shlex.split(line)
     name = "run" if not argv or argv[0].startswith("-") else argv.pop(0)
     if name not in COMMANDS:
@@ -77,13 +81,15 @@ def parse_line(line: str) -> tuple[str, dict]:
                                "any gemmlab command)")
     cmd = COMMANDS[name]
     with cmd.make_context(f"%%gemmlab {name}", argv) as ctx:
-        return name, dict(ctx.params)
+        return name, dict(ctx.params, size_given="size" in ctx.params and size_given(ctx))
 
 
-def _measure_args(p: dict) -> dict:
+def _measure_args(p: dict, problem: str) -> dict:
+    """The API's arguments from the line: the shape as `problem` reads the shape options (as the CLI's)."""
     from ..cli.common import output_format
     output_format(p["as_json"], p["as_csv"])  # one at most
-    shape = (p["m"] or p["size"], p["n"] or p["size"], p["k"] or p["size"])
+    shape = ((p["m"] or p["size"], p["n"] or p["size"], p["k"] or p["size"]) if problem == "gemm"
+             else problem_shape(p, problem, p["size_given"]))
     return dict(shape=shape, dtype=p["dtype"], out_dtype=p["out_dtype"], reps=p["reps"], rounds=p["rounds"], seed=p["seed"], check=p["check_ref"],
                 timeout=p["timeout"], out=p["out_path"])
 
@@ -159,7 +165,8 @@ def _vs_last(rs, name: str) -> None:
 
 
 def _run(cell: Cell, p: dict):
-    args, params, dirs = _measure_args(p), _params(p), _dirs(cell, p["kernels_dirs"])
+    params, dirs = _params(p), _dirs(cell, p["kernels_dirs"])
+    args = dict(_measure_args(p, problem_of(p["problem"], [cell.name], dirs)), problem=p["problem"], inputs=p["inputs"])
     if p["against"] is not None:
         if params:
             raise GemmlabError("--compare runs every variant at its defaults; -p/--tile/--reg set the cell's "
@@ -185,7 +192,7 @@ def _sweep(cell: Cell, p: dict):
     if not _gpu_or_build(cell, p, {}, dirs):
         return None
     rs = api.sweep(cell.name, list(p["specs"]), fresh=p["fresh"], jobs=p["jobs_"], kernels_dirs=dirs, gpus=p["gpus"],
-                   **_measure_args(p))
+                   **_measure_args(p, problem_of(None, [cell.name], dirs)))
     out = _emit(rs, p, cell)
     if plot and not rs.interrupted:
         from ..present.plots import sweep_plot
