@@ -28,10 +28,12 @@ CONFIGS = [(v.name, p) for v in gemmlab.catalog().ladder()
 # (2100, 2000, 72) gives the persistent rungs more tiles than SMs and few K steps, an odd number of 32;
 # (300, 204, 150) has rows of A 4-byte aligned and of B 8-byte aligned (mma's narrower cp.async copies);
 # the last four have 1 to 7 columns (gemv_n): rows of A starting at every offset (K odd), at even ones
-# (K = 4100) and aligned (2048), K split over a block's warps at 5 and 300 rows, and K's last elements.
+# (K = 4100) and aligned (2048), K split over a block's warps at 5 and 300 rows, and K's last elements;
+# then decode shapes at any offset (gemv's ANY_OFFSET): rows of B at all 8 offsets over many tiles and
+# slices (N, K odd), and only A's rows shifted (N aligned).
 SHAPES = [(1, 1, 1), (17, 33, 65), (1000, 999, 1001), (129, 4097, 31), (257, 136, 104), (1000, 1000, 520), (1000, 1000, 40),
           (2100, 2000, 72), (300, 204, 150), (257, 144, 96), (1000, 1008, 1040), (4096, 4096, 4096),  # (K, N multiples of 16: FP8's TMA)
-          (77, 1, 1003), (1000, 2, 999), (5, 3, 4100), (300, 7, 2048)]
+          (77, 1, 1003), (1000, 2, 999), (5, 3, 4100), (300, 7, 2048), (1, 5003, 4001), (3, 2000, 1003)]
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +76,19 @@ def test_every_config_is_correct(name, params, problems):
             assert r.check.rel_err < 1e-2, f"{name} {params} {shape}: rel err {r.check.rel_err:.2e}"
             continue
         assert r.check.passed, f"{name} {params} {shape}: rel err {r.check.rel_err:.2e}"
+
+
+# gemv with ANY_OFFSET where auto takes it (BM 1 to 4, 16 rows, split K and not) and at its edges (one warp
+# a block, 8 rows, FP16), beyond the one configuration of its sample: every shape above that it runs.
+GEMV_ANY = [dict(DTYPE="bf16", BM=1, SPLIT_K=64), dict(DTYPE="bf16", BM=4, SPLIT_K=32), dict(DTYPE="bf16", BM=2, SPLIT_K=1),
+            dict(DTYPE="fp16", BM=4, SPLIT_K=128), dict(DTYPE="bf16", BM=4, WARPS=1, ROWS=8, SPLIT_K=16)]
+
+
+@pytest.mark.parametrize("params", GEMV_ANY, ids=[f"gemv-any-{p}" for p in GEMV_ANY])
+def test_gemv_at_any_offset_is_correct(params, problems):
+    v = gemmlab.catalog().get("gemv")
+    params = v.resolve(dict(params, ANY_OFFSET=True))
+    test_every_config_is_correct("gemv", params, problems)
 
 
 def test_float64_reference_sees_fp32_rounding():

@@ -135,6 +135,29 @@ def test_up_to_4_rows_of_c_take_gemv(shape, params):
                    f"K in {params['SPLIT_K']} slice(s)")
 
 
+@pytest.mark.parametrize("shape,split,width", [
+    ((1, 9001, 4097), 64, 992),    # N odd: tiles of 992 columns (31 lanes a warp), 10 of them x 64 slices
+    ((2, 12345, 3001), 64, 992),   # 13 tiles: 32 slices leave 416 blocks, under 4 an SM
+    ((4, 5003, 8191), 128, 992),
+    ((3, 777, 20001), 128, 992),   # one tile: the most slices
+    ((4, 1000, 203), 4, 1024),     # N aligned, K odd: only A's rows shifted, warps of 256 columns; 4 slices of 2 groups
+    ((1, 13, 37), 1, 992),         # one group of rows: nothing to split
+])
+def test_up_to_4_rows_of_c_at_any_offset_take_gemv(shape, split, width):
+    """Decode shapes with K or N not a multiple of 8 (issue 45) take gemv with ANY_OFFSET, not mma's 64-row tiles."""
+    M, N, _ = shape
+    bm = {1: 1, 2: 2, 3: 4, 4: 4}[M]
+    for dtype in ("bf16", "fp16"):
+        name, overrides, why = tuning.tensor_rule(Shape(*shape), dtype, 132)
+        assert (name, overrides) == ("gemv", {"BM": bm, "ROWS": 16, "SPLIT_K": split, "ANY_OFFSET": True})
+        assert why == (f"{M} row(s) of C: a stream of B, {-(-N // width)} tile(s) of {bm} x {width}, K in {split} "
+                       "slice(s), rows at any offset (K or N not a multiple of 8)")
+    assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[0] == "mma"                   # 16-bit inputs only
+    name, overrides, _ = tuning.tensor_rule(Shape(*shape), "bf16", 132, out_dtype="bf16")  # gemv adds into an FP32 C
+    assert name == "mma" and "SPLIT_K" not in overrides
+    assert tuning.tensor_rule(Shape(5, *shape[1:]), "bf16", 132)[0] != "gemv"           # 5 rows: the tensor cores
+
+
 @pytest.mark.parametrize("shape,split,why", [
     ((3079, 6638, 627), 1, "1300 tiles of 128 x 128"),           # ten waves of tiles: no split
     ((1000, 1201, 4097), 4, "80 tiles of 128 x 128, K in 4 slices"),  # 3 waves of 33 steps + 8 beat 1 of 129 + 4

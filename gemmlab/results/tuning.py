@@ -232,20 +232,26 @@ def mma_rule(shape, sms: int, split_ok: bool = True) -> tuple[str, dict, str]:
 
 
 def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
-    """gemv for up to 4 rows of C with aligned rows: BM the rows of C rounded up to a power of 2 (B is read
-    once), 16 rows of B in flight per lane, and K split until there are 4 blocks of 4 warps an SM, each
-    slice at least 2 groups of rows. From about 8 rows on, gemv's FMAs on the CUDA cores, 2 x BM per
-    element of B, cannot keep up with memory (16 rows: 0.4x cuBLAS on the llm suite), so the tensor
-    cores take over."""
+    """gemv for up to 4 rows of C: BM the rows of C rounded up to a power of 2 (B is read once), 16 rows of
+    B in flight per lane, and K split until there are 4 blocks of 4 warps an SM, each slice at least 2
+    groups of rows. Rows of A or B that do not start 16-byte aligned (K or N not a multiple of 8) take
+    ANY_OFFSET, with tiles of 992 columns where N is not (a warp's lane 31 only lends its chunk). From
+    about 8 rows on, gemv's FMAs on the CUDA cores, 2 x BM per element of B, cannot keep up with memory
+    (16 rows: 0.4x cuBLAS on the llm suite), so the tensor cores take over."""
     M, N, K = shape.M, shape.N, shape.K
     bm = next(b for b in (1, 2, 4, 8, 16) if b >= M)
     rows = 16
-    tiles = math.ceil(N / 1024)
+    width = 992 if N % 8 else 1024
+    tiles = math.ceil(N / width)
     split = 1
     while split < 128 and tiles * split < 4 * sms and K // (rows * split * 2) >= 2:
         split *= 2
     params = {"BM": bm, "ROWS": rows, "SPLIT_K": split}
-    return ("gemv", params, f"{M} row(s) of C: a stream of B, {tiles} tile(s) of {bm} x 1024, K in {split} slice(s)")
+    unaligned = bool(N % 8 or K % 8)
+    if unaligned:
+        params["ANY_OFFSET"] = True
+    return ("gemv", params, f"{M} row(s) of C: a stream of B, {tiles} tile(s) of {bm} x {width}, K in {split} slice(s)"
+            + (", rows at any offset (K or N not a multiple of 8)" if unaligned else ""))
 
 
 # gemv_n takes C of up to 8 columns: a stream of A, each row's dot products on the CUDA cores.
@@ -278,6 +284,14 @@ def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
             + (", K over the 8 warps of a block" if ksplit > 1 else ""))
 
 
+# GEMV_ANY_OFFSET: up to 4 rows of C with K or N not a multiple of 8 (issue 45) take gemv with ANY_OFFSET,
+# as aligned ones take gemv: a stream of B. Before, they took mma's 64 x 64 tiles, which compute 64 rows
+# to use M of them: on the random BF16 draw at d1624f3 (H100) 1 x 14003 x 8075 ran 231 us there against
+# cuBLAS's 131 (0.57x), where B's 226 MB take about 75 us at the copy's bandwidth. Small C of up to 48
+# columns and K of 512 or more stays on gemv_n (above), a 16-bit C on mma without split K.
+# Not yet measured on a GPU at this commit: checked on the CPU emulator (tests/test_emulated.py).
+
+
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["sm_90"].SMEM_PER_SM,
                 out_dtype: str = "fp32") -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
@@ -289,8 +303,8 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     take mma (mma_rule), whose cp.async copies fall back to narrower ones at an unaligned row; TF32
     otherwise wgmma_tf32. Small unaligned FP16 and BF16 C of up to 48 columns and K of 512 or more takes
     gemv_n with K over a block's warps (GEMV_N_SMALL_*). FP16 and BF16 with up to 4 rows of C (decode: a stream of
-    B) take gemv (gemv_rule); with up to 64, wgmma's 64-row tiles, 64 columns wide where 128 would leave
-    more than half the SMs idle, with 6 stages of copies in flight, and K split until the blocks fill the
+    B) take gemv (gemv_rule), with rows at any offset too (GEMV_ANY_OFFSET); with up to 64, wgmma's 64-row
+    tiles, 64 columns wide where 128 would leave more than half the SMs idle, with 6 stages of copies in flight, and K split until the blocks fill the
     SMs' slots; so do 65 to 128 rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256
     tiles, stream-K over the last wave). The wgmma constants were fit to Llama-3's decode shapes
     (docs/journal.md, "Any shape, any type"), so that suite does not judge them. A 16-bit C (`out_dtype`)
@@ -315,6 +329,9 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
             return ("gemv_n", {"ROWS": 1, "KSPLIT": 8},
                     f"small C ({M} x {N}), K or N not a multiple of 16 bytes: a stream of A for each 8 columns, "
                     "K over the 8 warps of a block")
+        # up to 4 rows of C: gemv, shifting rows that start at any offset (GEMV_ANY_OFFSET below)
+        if M <= 4 and dtype in ("fp16", "bf16") and split_ok:
+            return gemv_rule(shape, sms)
         if not big or dtype not in ("fp16", "bf16"):
             return mma_rule(shape, sms, split_ok)
         return ("wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied to aligned rows for TMA "
