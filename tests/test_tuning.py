@@ -139,12 +139,12 @@ def test_up_to_4_rows_of_c_take_gemv(shape, params):
     ((1, 9001, 4097), 64, 992),    # N odd: tiles of 992 columns (31 lanes a warp), 10 of them x 64 slices
     ((2, 12345, 3001), 64, 992),   # 13 tiles: 32 slices leave 416 blocks, under 4 an SM
     ((4, 5003, 8191), 128, 992),
-    ((3, 777, 20001), 128, 992),   # one tile: the most slices
-    ((4, 1000, 203), 4, 1024),     # N aligned, K odd: only A's rows shifted, warps of 256 columns; 4 slices of 2 groups
-    ((1, 13, 37), 1, 992),         # one group of rows: nothing to split
+    ((1, 8192, 4095), 64, 1024),   # N aligned, K odd: only A's rows shifted, warps of 256 columns; 512 blocks
+    ((1, 2001, 9001), 128, 992),   # 3 tiles x 128: 384 blocks, 2 an SM or more
 ])
 def test_up_to_4_rows_of_c_at_any_offset_take_gemv(shape, split, width):
-    """Decode shapes with K or N not a multiple of 8 (issue 45) take gemv with ANY_OFFSET, not mma's 64-row tiles."""
+    """Decode shapes with K or N not a multiple of 8 (issue 45) take gemv with ANY_OFFSET, not mma's 64-row
+    tiles, where its blocks make 2 an SM or more (tuning.GEMV_ANY_OFFSET)."""
     M, N, _ = shape
     bm = {1: 1, 2: 2, 3: 4, 4: 4}[M]
     for dtype in ("bf16", "fp16"):
@@ -156,6 +156,17 @@ def test_up_to_4_rows_of_c_at_any_offset_take_gemv(shape, split, width):
     name, overrides, _ = tuning.tensor_rule(Shape(*shape), "bf16", 132, out_dtype="bf16")  # gemv adds into an FP32 C
     assert name == "mma" and "SPLIT_K" not in overrides
     assert tuning.tensor_rule(Shape(5, *shape[1:]), "bf16", 132)[0] != "gemv"           # 5 rows: the tensor cores
+
+
+@pytest.mark.parametrize("shape", [
+    (3, 777, 20001),   # one tile x 128 slices: 128 blocks (48.9 us on gemv, cuBLAS 43.2)
+    (3, 55, 826),      # one tile x 16: 18.7 us on gemv, cuBLAS 12.5
+    (1, 2001, 2047),   # 3 tiles x 32 slices (of 2 groups of 16 rows at least): 96 blocks
+    (4, 1000, 203),    # N aligned, K odd: one tile of 1024 x 4 slices
+    (1, 13, 37),
+])
+def test_decode_shapes_at_any_offset_with_few_blocks_stay_on_mma(shape):
+    assert tuning.tensor_rule(Shape(*shape), "bf16", 132) == tuning.mma_rule(Shape(*shape), 132)
 
 
 @pytest.mark.parametrize("shape,split,why", [

@@ -289,7 +289,17 @@ def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
 # to use M of them: on the random BF16 draw at d1624f3 (H100) 1 x 14003 x 8075 ran 231 us there against
 # cuBLAS's 131 (0.57x), where B's 226 MB take about 75 us at the copy's bandwidth. Small C of up to 48
 # columns and K of 512 or more stays on gemv_n (above), a 16-bit C on mma without split K.
-# Not yet measured on a GPU at this commit: checked on the CPU emulator (tests/test_emulated.py).
+# Measured at dc6a2be (H100, benchmarks/h100-unaligned-decode-bf16-tuning.json, us, gemv / cuBLAS):
+# 1 x 9001 x 4097 43.8 / 42.4 (640 blocks: 10 tiles of 992 columns x 64 slices), 2 x 12345 x 3001 49.4 /
+# 75.8 (832), 4 x 5003 x 8191 75.7 / 137.6 (768), 1 x 8192 x 4095 33.7 / 39.9 (512; only A's rows shifted,
+# 2.0 TB/s, as aligned gemv streams B at that size). But with one tile of C the slices cannot fill the SMs
+# (at most 128 blocks of 4 warps) and each block waits on its rows group after group: 3 x 777 x 20001,
+# 128 blocks, 48.9 / 43.2, and on that commit's random draw 3 x 55 x 826, 16 blocks, 18.7 / 12.5 (0.67x),
+# where mma's small tiles in 32 or 64 slices had run narrow decode shapes at 1.2-1.7x on earlier draws
+# (2 x 74 x 8315, 3 x 228 x 9609, 3 x 400 x 8575; 1 x 721 x 2432 in 16 slices 0.85x). So gemv takes them
+# where its blocks make at least 2 an SM (264 on an H100), mma the others as before: neither was measured
+# between 128 and 512 blocks, nor mma on those two shapes.
+GEMV_ANY_OFFSET_BLOCKS_PER_SM = 2
 
 
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["sm_90"].SMEM_PER_SM,
@@ -303,10 +313,10 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     take mma (mma_rule), whose cp.async copies fall back to narrower ones at an unaligned row; TF32
     otherwise wgmma_tf32. Small unaligned FP16 and BF16 C of up to 48 columns and K of 512 or more takes
     gemv_n with K over a block's warps (GEMV_N_SMALL_*). FP16 and BF16 with up to 4 rows of C (decode: a stream of
-    B) take gemv (gemv_rule), with rows at any offset too (GEMV_ANY_OFFSET); with up to 64, wgmma's 64-row
-    tiles, 64 columns wide where 128 would leave more than half the SMs idle, with 6 stages of copies in flight, and K split until the blocks fill the
-    SMs' slots; so do 65 to 128 rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256
-    tiles, stream-K over the last wave). The wgmma constants were fit to Llama-3's decode shapes
+    B) take gemv (gemv_rule), with rows at any offset too where its blocks fill the SMs (GEMV_ANY_OFFSET);
+    with up to 64, wgmma's 64-row tiles, 64 columns wide where 128 would leave more than half the SMs idle,
+    with 6 stages of copies in flight, and K split until the blocks fill the SMs' slots; so do 65 to 128
+    rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256 tiles, stream-K over the last wave). The wgmma constants were fit to Llama-3's decode shapes
     (docs/journal.md, "Any shape, any type"), so that suite does not judge them. A 16-bit C (`out_dtype`)
     takes neither gemv nor split K, which add partial sums into an FP32 C."""
     M, N, K = shape.M, shape.N, shape.K
@@ -329,9 +339,12 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
             return ("gemv_n", {"ROWS": 1, "KSPLIT": 8},
                     f"small C ({M} x {N}), K or N not a multiple of 16 bytes: a stream of A for each 8 columns, "
                     "K over the 8 warps of a block")
-        # up to 4 rows of C: gemv, shifting rows that start at any offset (GEMV_ANY_OFFSET below)
+        # up to 4 rows of C: gemv, shifting rows that start at any offset, where its blocks fill the SMs
+        # (GEMV_ANY_OFFSET above)
         if M <= 4 and dtype in ("fp16", "bf16") and split_ok:
-            return gemv_rule(shape, sms)
+            name, params, why = gemv_rule(shape, sms)
+            if math.ceil(N / 992 if N % 8 else N / 1024) * params["SPLIT_K"] >= GEMV_ANY_OFFSET_BLOCKS_PER_SM * sms:
+                return name, params, why
         if not big or dtype not in ("fp16", "bf16"):
             return mma_rule(shape, sms, split_ok)
         return ("wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied to aligned rows for TMA "
