@@ -4,8 +4,11 @@ Variant.sample (what the GPU tests run) gives, for a space too large to enumerat
 configuration per allowed value, each as close to the defaults as the constraints allow: one value
 changed at a time, 24 compiles of a second or two each for pipelined, lean and spread. What goes wrong
 in a compile is a value's code path that does not compile, or too many registers (spills, a serialized
-wgmma) where large values meet. `risk_sample` covers both in fewer compiles. Each input type's default
-configuration (the one a user runs) comes first. Then the values are combined, largest first: the first
+wgmma) where large values meet. `risk_sample` covers both in fewer compiles. The default configuration
+(the one a user runs) comes first, in each size of input type: bf16's and fp16's, or e4m3's and e5m2's,
+differ in the words that name the type and in nothing that takes registers or shared memory, so the
+second type of a size comes in a later round, in a configuration of its own (e5m2's default was 5 s of
+a two-core machine's CPU and said nothing e4m3's does not). Then the values are combined, largest first: the first
 round puts the biggest tiles, the most stages and splits together, each parameter at the largest value
 that still fits beside the others (the boundary where registers run out, so every value may go into
 it); each later round the largest values still to do, down to the smallest ones. A round ends when no
@@ -15,12 +18,14 @@ switch), which pick code paths. A numeric value between two edges takes the code
 larger ones (SPLIT_K 8 is SPLIT_K 64's, STAGES 3 is STAGES 4's) with other constants, and the edges
 hold the largest and the smallest tiles it can meet; a lone middle value (a tail of SPLIT_K's) cost a
 compile a round. The GPU run compiles every value (test_gpu.py: Variant.sample, with test_compile's
-checks), and GEMMLAB_TESTS_FULL=1 makes this sample take every value too, as it did before (128
+checks), and GEMMLAB_TESTS_FULL=1 makes this sample take every value too (127
 compiles on the CPU, where the edges take 83). The smallest spaces (at most ENUMERATE valid
 configurations) are compiled whole."""
 
 import itertools
 import os
+
+from gemmlab.results.model import ITEM_BYTES
 
 ENUMERATE = 5  # up to this many valid configurations, all of them (naive's and coalesced's 3: 0.1 s a compile;
 # regblock's 21, vectorized's and bankfree's 8 took 15 s of CPU, their combinations no riskier than the others';
@@ -50,10 +55,14 @@ def risk_sample(v, full: bool = FULL) -> list[dict]:
         return valid
     defaults = v.defaults()
     picked = []
+    sizes = set()
     for start in [None, *v.dtypes]:
+        if start and ITEM_BYTES[start] in sizes:  # the code of another type of the same size differs in
+            continue  # its type words alone: a later round takes that type in a configuration of its own
         p = dict(defaults, **v.for_dtype(start)) if start else defaults
         if p not in picked and not v.violations(p):
             picked.append(p)
+            sizes.add(ITEM_BYTES[p.get("DTYPE", "fp32")])
     # (parameter, value) still to compile, the largest values first (the last of each parameter's choices)
     todo = [(n, c) for n, param in v.params.items() for c in (param.choices or ()) if not any(p[n] == c for p in picked)]
     todo.sort(key=lambda t: -list(v.params[t[0]].choices).index(t[1]))
