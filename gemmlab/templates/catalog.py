@@ -5,6 +5,7 @@ the ladder's order.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import os
@@ -102,7 +103,7 @@ def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
             raise GemmlabError(f"--kernels-dir {d}: no such directory")
     dirs = users + [builtin_dir()]
     files = [sorted(d.rglob("*" + SUFFIX)) if d.is_dir() else [] for d in dirs]
-    key = _fingerprint(dirs, files)
+    key, hashes = _fingerprint(dirs, files)
     if key is not None and key in _seen:
         old = _seen[key]  # the same files as last time: their headers need not be read again
         return Catalog(dirs=list(old.dirs), variants=dict(old.variants), broken=dict(old.broken))
@@ -125,13 +126,14 @@ def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
             cat.broken[name] = GemmlabError(f"two templates of variant '{name}' in one directory: {path} and "
                                             f"{twins[path]}", hint="rename or remove one of them")
             continue
+        find = lambda n: found[n][0][0] if n in found else None  # noqa: E731
         try:
-            v = load_variant(path, builtin, find=lambda n: found[n][0][0] if n in found else None)
+            v = _load(path, builtin, find, hashes)
         except GemmlabError as e:
             cat.broken[name] = e
             continue
         if len(places) > 1:
-            v.shadows = places[1][0]
+            v = dataclasses.replace(v, shadows=places[1][0])  # (the loaded one may be in other catalogs)
         cat.variants[name] = v
     if key is not None:
         while len(_seen) >= 8:
@@ -142,16 +144,34 @@ def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
 
 # Catalogs already read in this process, by their directories and the bytes of every template in them. The
 # API, the notebook magics and each command's steps ask for the catalog many times; reading it is parsing
-# and checking every header (about 30 ms), while hashing the files is well under 1 ms. An edited, added
-# or removed template changes the key, so it is read again.
+# and checking every header (about 0.3 s for the built-ins), while hashing the files is well under 1 ms. An
+# edited, added or removed template changes the key, so it is read again.
 _seen: dict[tuple, Catalog] = {}
+# And each template read in this process, by its path, its bytes and where it is (built in or not), with
+# the templates it starts from (`from`) and their bytes: a catalog with one more directory (--kernels-dir,
+# a user's template) reads only what is new, not every built-in again.
+_loaded: dict[tuple, tuple[Variant, tuple]] = {}
 
 
-def _fingerprint(dirs: list[Path], files: list[list[Path]]) -> tuple | None:
-    """The key of _seen: the directories, and each template's path and hash; None where one cannot be read
-    (reading it in discover says why)."""
+def _fingerprint(dirs: list[Path], files: list[list[Path]]) -> tuple[tuple | None, dict[Path, bytes]]:
+    """The key of _seen (the directories, and each template's path and hash; None where one cannot be read:
+    reading it in discover says why), and the hashes by path."""
     try:
-        return (tuple(dirs), tuple((p, hashlib.blake2b(p.read_bytes(), digest_size=16).digest())
-                                   for paths in files for p in paths))
+        hashes = {p: hashlib.blake2b(p.read_bytes(), digest_size=16).digest() for paths in files for p in paths}
     except OSError:
-        return None
+        return None, {}
+    return (tuple(dirs), tuple(hashes.items())), hashes
+
+
+def _load(path: Path, builtin: bool, find, hashes: dict[Path, bytes]) -> Variant:
+    """load_variant, or the variant read before from the same bytes, where each template it starts from is
+    still the one `find` gives, with the same bytes."""
+    key = (path, builtin, hashes.get(path))
+    if key[2] is not None and key in _loaded:
+        v, bases = _loaded[key]
+        if all(find(name_of(b)) == b and hashes.get(b) == h for b, h in bases):
+            return v
+    v = load_variant(path, builtin, find=find)
+    if key[2] is not None and all(b in hashes for b in v.bases):
+        _loaded[key] = (v, tuple((b, hashes[b]) for b in v.bases))
+    return v
