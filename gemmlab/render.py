@@ -26,6 +26,7 @@ from .templates.sandbox import BODY_GLOBALS, Sandbox, sandbox_message
 
 # A tag is "\x1e<file id>:<line>\x1f": control characters that no CUDA source contains.
 _TAG_RE = re.compile("\x1e(\\d+):(\\d+)\x1f")
+_LEADING_TAGS = re.compile("(?:\\s*\x1e(\\d+):(\\d+)\x1f)+")  # the tags before a line's first visible character
 _files: list[str] = []
 
 
@@ -55,19 +56,13 @@ class LineTags(Extension):
 
 
 def _untag(tagged: str) -> tuple[str, list[tuple[str, int] | None]]:
-    """Strip the tags; for each output line, the last tag before its first visible character."""
-    lines, where = [], []
+    """Strip the tags; for each output line, the last tag before its first visible character (later tags
+    belong to later pieces of the line)."""
+    where = []
     for raw in tagged.split("\n"):
-        origin = None
-        pos = 0
-        for m in _TAG_RE.finditer(raw):
-            if raw[pos:m.start()].strip():
-                break  # visible text came first: later tags belong to later pieces of this line
-            origin = (_files[int(m.group(1))], int(m.group(2)))
-            pos = m.end()
-        lines.append(_TAG_RE.sub("", raw))
-        where.append(origin)
-    return "\n".join(lines), where
+        m = _LEADING_TAGS.match(raw)  # (a repeated group keeps its last match: the last leading tag)
+        where.append((_files[int(m.group(1))], int(m.group(2))) if m else None)
+    return _TAG_RE.sub("", tagged), where
 
 
 @dataclass
