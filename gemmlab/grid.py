@@ -11,13 +11,13 @@ Nothing here needs a GPU: `gemmlab sweep` hands the valid configurations to jobs
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import re
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 
 from .errors import GemmlabError
+from .procs import adopt, context
 from .templates import Variant, show_params, show_value
 
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*(?::\s*(\d+))?\s*$")
@@ -109,36 +109,17 @@ def _compile(rendered, arch):
         return e.message
 
 
-# Compiles run in processes, whatever NVRTC does with the GIL. They are forked from a forkserver, a fresh
-# process that has imported NVRTC's binding (and so cupy) once: a spawned process spent about 0.45 s of
-# CPU importing them before its first compile, longer than a small kernel's compile. The forkserver has no
-# CUDA context and none of the parent's threads (the progress thread), so forking it is safe. Its
-# environment and working directory are those of when it started, so each process takes the parent's
-# as they are now (a notebook or a test may have changed GEMMLAB_CACHE_DIR since).
-_PRELOAD = ["gemmlab.compile", "cupy_backends.cuda.libs.nvrtc"]
-
-
-def _start_worker(environ: dict, cwd: str | None, ignore_sigint: bool) -> None:
-    os.environ.clear()
-    os.environ.update(environ)
-    if cwd:
-        os.chdir(cwd)
+def _start_worker(environ: dict, ignore_sigint: bool) -> None:
+    adopt(environ)
     if ignore_sigint:  # Ctrl-C is the parent's: it stops the build and keeps what was built
         import signal
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _pool(jobs: int, ignore_sigint: bool = False) -> ProcessPoolExecutor:
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(_PRELOAD)
-    try:
-        cwd = os.getcwd()
-    except OSError:  # the working directory is gone: keep the forkserver's
-        cwd = None
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker,
-                               initargs=(dict(os.environ), cwd, ignore_sigint))
+    """Compiles run in processes, whatever NVRTC does with the GIL (procs.py: forked, with NVRTC loaded)."""
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context(), initializer=_start_worker,
+                               initargs=(dict(os.environ), ignore_sigint))
 
 
 def compile_all(rendered: list, arch: str, jobs: int | None = None) -> list[str | None]:

@@ -20,7 +20,6 @@ handlers that crash and hang on purpose; `GpuJobs` is the real one.
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import signal
 import sys
@@ -29,9 +28,10 @@ import traceback
 from dataclasses import dataclass
 
 from .errors import GemmlabError
+from .procs import adopt, context
 
-# CUDA does not survive fork: the child is a fresh interpreter.
-_ctx = multiprocessing.get_context("spawn")
+# CUDA does not survive fork: the child is forked from a forkserver that never touched CUDA (procs.py).
+_ctx = context()
 SETUP_TIMEOUT_S = 120.0  # the least limit for starting a worker and for cuBLAS (library loading)
 GPU_JOBS = "gemmlab.worker:GpuJobs"
 # Tests set this to a stand-in for GpuJobs (tests/handlers.py:FakeGpu): then `run`, `compare`, `sweep`
@@ -71,9 +71,10 @@ def visible_device(gpu: int, env=None) -> str:
     return seen[gpu]
 
 
-def _child(conn, handler_path: str, setup: tuple, visible: str | None = None) -> None:
+def _child(conn, handler_path: str, setup: tuple, environ: dict, visible: str | None = None) -> None:
     # Ctrl-C is the parent's to handle: it stops the run and kills this process.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    adopt(environ)
     if visible is not None:  # this worker's GPU is the only one it sees (set before CUDA starts here)
         os.environ["CUDA_VISIBLE_DEVICES"] = visible
     try:
@@ -148,7 +149,7 @@ class Isolated:
             return self.info
         self._reap()
         parent, child = _ctx.Pipe()
-        self.proc = _ctx.Process(target=_child, args=(child, self.handler_path, self.setup, self.visible), daemon=True)
+        self.proc = _ctx.Process(target=_child, args=(child, self.handler_path, self.setup, dict(os.environ), self.visible), daemon=True)
         self.proc.start()
         child.close()  # so that the worker's death reads as EOF here
         self.conn = parent
