@@ -87,7 +87,7 @@ def test_results_need_no_gpu_module():
 
 # The pipeline's stages, lowest first: a module imports only from its own stage or those before it.
 STAGES = [
-    ("base", ["errors", "files", "limits"]),
+    ("base", ["errors", "files", "limits", "procs"]),
     ("templates", ["templates"]),
     ("build", ["render", "compile", "cache", "kernel"]),
     ("results", ["results", "problems"]),
