@@ -184,15 +184,15 @@ MMA_SMALL_TILE, MMA_SMALL_PER_SM = {"BM": 64, "BN": 64, "WM": 32, "WN": 64}, 4
 MMA_BLOCK_STEPS, MMA_SPLIT_STEPS = 4, 4
 
 
-# The small tile's slices may be as short as one K step (others: 4), up to 64 of them as before. On the
+# The small tile's slices may be as short as one K step (others: 4), up to 64 of them. On the
 # small C of benchmarks/small-c-bf16-tuning.toml (H100, 1 to 16 tiles of 64 x 64, 750 to 4001 deep) a step
 # of these tiles took 0.5-1.1 us (the copies' latency, not the tensor cores) and the split about 3 steps
 # more, so thinner slices kept paying: 40 x 27 x 1001 (32 steps) 41.0 us whole and 28.1 in 2 slices
 # (first run), 18.0 in 4, 12.8 in 8, 10.7 in 16 (cuBLAS 10.9); 100 x 50 x 750 20.1 whole, 13.1 in 4 (the
 # floor of 4 steps a slice), 10.5 in 16 (cuBLAS 9.5); 16 slices were the fastest measured on all 11 shapes
-# tried with 4, 8 and 16 (32 and 64 were not measured there). A cap of 16 (b3dceb4) left 23 x 60 x 16265
-# in 16 slices of 32 steps, 37.3 us against cuBLAS's 18.3 (benchmarks/h100-random-bf16-small-c-rule.json),
-# where 64 slices of 8 steps come out at 16 + 8 steps in this model, not 32 + 8.
+# tried with 4, 8 and 16 (32 and 64 were not measured there). Capped at 16, 23 x 60 x 16265 ran 16 slices
+# of 32 steps in 37.3 us against cuBLAS's 18.3 (benchmarks/h100-random-bf16-small-c-rule.json), where 64
+# slices of 8 steps come out at 8 + 8 steps in this model, not 32 + 8.
 MMA_SMALL_LEAST_STEPS, MMA_SMALL_MOST_SLICES = 1, 64
 
 
