@@ -190,8 +190,6 @@ def _build_one(item) -> dict:
                 compile_ms=None if c.cached else c.compile_ms, cached=c.cached, result="ok", error=None)
 
 
-
-
 def build_all(plan: list[tuple[Variant, dict]], arch: str, use_cache: bool = True, jobs: int | None = None,
               on_row=None) -> tuple[list[dict], bool]:
     """Compile every (variant, params) of the plan, `jobs` at a time in worker processes (default: the

@@ -149,7 +149,8 @@ class Isolated:
             return self.info
         self._reap()
         parent, child = _ctx.Pipe()
-        self.proc = _ctx.Process(target=_child, args=(child, self.handler_path, self.setup, dict(os.environ), self.visible), daemon=True)
+        self.proc = _ctx.Process(target=_child, daemon=True,
+                                 args=(child, self.handler_path, self.setup, dict(os.environ), self.visible))
         self.proc.start()
         child.close()  # so that the worker's death reads as EOF here
         self.conn = parent

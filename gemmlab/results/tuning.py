@@ -231,6 +231,13 @@ def mma_rule(shape, sms: int, split_ok: bool = True) -> tuple[str, dict, str]:
             f"{tiles} tiles of {tile['BM']} x {tile['BN']}" + (f", K in {split} slices" if split > 1 else ""))
 
 
+def gemv_tiles(N: int) -> tuple[int, int]:
+    """gemv's tiles of C's columns: (how many, how wide): 1024 columns a block of 4 warps, 992 where N is
+    not a multiple of 8 (a warp's lane 31 then only lends its chunk to lane 30)."""
+    width = 992 if N % 8 else 1024
+    return math.ceil(N / width), width
+
+
 def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
     """gemv for up to 4 rows of C: BM the rows of C rounded up to a power of 2 (B is read once), 16 rows of
     B in flight per lane, and K split until there are 4 blocks of 4 warps an SM, each slice at least 2
@@ -241,8 +248,7 @@ def gemv_rule(shape, sms: int) -> tuple[str, dict, str]:
     M, N, K = shape.M, shape.N, shape.K
     bm = next(b for b in (1, 2, 4, 8, 16) if b >= M)
     rows = 16
-    width = 992 if N % 8 else 1024
-    tiles = math.ceil(N / width)
+    tiles, width = gemv_tiles(N)
     split = 1
     while split < 128 and tiles * split < 4 * sms and K // (rows * split * 2) >= 2:
         split *= 2
@@ -343,7 +349,7 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
         # (GEMV_ANY_OFFSET above)
         if M <= 4 and dtype in ("fp16", "bf16") and split_ok:
             name, params, why = gemv_rule(shape, sms)
-            if math.ceil(N / 992 if N % 8 else N / 1024) * params["SPLIT_K"] >= GEMV_ANY_OFFSET_BLOCKS_PER_SM * sms:
+            if gemv_tiles(N)[0] * params["SPLIT_K"] >= GEMV_ANY_OFFSET_BLOCKS_PER_SM * sms:
                 return name, params, why
         if not big or dtype not in ("fp16", "bf16"):
             return mma_rule(shape, sms, split_ok)

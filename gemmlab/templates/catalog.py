@@ -103,10 +103,7 @@ def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
             raise GemmlabError(f"--kernels-dir {d}: no such directory")
     dirs = users + [builtin_dir()]
     files = [sorted(d.rglob("*" + SUFFIX)) if d.is_dir() else [] for d in dirs]
-    key, hashes = _fingerprint(dirs, files)
-    if key is not None and key in _seen:
-        old = _seen[key]  # the same files as last time: their headers need not be read again
-        return Catalog(dirs=list(old.dirs), variants=dict(old.variants), broken=dict(old.broken))
+    hashes = _hashes(files)
     cat = Catalog(dirs=dirs)
     found: dict[str, list[tuple[Path, bool]]] = {}
     twins: dict[Path, Path] = {}  # a template -> another of its name in the same directory
@@ -135,32 +132,27 @@ def discover(extra_dirs: tuple[str | Path, ...] = ()) -> Catalog:
         if len(places) > 1:
             v = dataclasses.replace(v, shadows=places[1][0])  # (the loaded one may be in other catalogs)
         cat.variants[name] = v
-    if key is not None:
-        while len(_seen) >= 8:
-            del _seen[next(iter(_seen))]
-        _seen[key] = Catalog(dirs=list(cat.dirs), variants=dict(cat.variants), broken=dict(cat.broken))
     return cat
 
 
-# Catalogs already read in this process, by their directories and the bytes of every template in them. The
-# API, the notebook magics and each command's steps ask for the catalog many times; reading it is parsing
-# and checking every header (about 0.3 s for the built-ins), while hashing the files is well under 1 ms. An
-# edited, added or removed template changes the key, so it is read again.
-_seen: dict[tuple, Catalog] = {}
-# And each template read in this process, by its path, its bytes and where it is (built in or not), with
-# the templates it starts from (`from`) and their bytes: a catalog with one more directory (--kernels-dir,
-# a user's template) reads only what is new, not every built-in again.
+# Each template read in this process, by its path, its bytes and where it is (built in or not), with the
+# templates it starts from (`from`) and their bytes. The API, the notebook magics and each command's steps
+# ask for the catalog many times, and a catalog with one more directory (--kernels-dir, a user's template)
+# holds every built-in again; reading a header is parsing and checking it (about 0.3 s for the built-ins),
+# while hashing the files is well under 1 ms. An edited template has other bytes, so it is read again.
 _loaded: dict[tuple, tuple[Variant, tuple]] = {}
 
 
-def _fingerprint(dirs: list[Path], files: list[list[Path]]) -> tuple[tuple | None, dict[Path, bytes]]:
-    """The key of _seen (the directories, and each template's path and hash; None where one cannot be read:
-    reading it in discover says why), and the hashes by path."""
-    try:
-        hashes = {p: hashlib.blake2b(p.read_bytes(), digest_size=16).digest() for paths in files for p in paths}
-    except OSError:
-        return None, {}
-    return (tuple(dirs), tuple(hashes.items())), hashes
+def _hashes(files: list[list[Path]]) -> dict[Path, bytes]:
+    """Each template's hash, by its path; none for a file that cannot be read (reading it says why)."""
+    hashes = {}
+    for paths in files:
+        for p in paths:
+            try:
+                hashes[p] = hashlib.blake2b(p.read_bytes(), digest_size=16).digest()
+            except OSError:
+                pass
+    return hashes
 
 
 def _load(path: Path, builtin: bool, find, hashes: dict[Path, bytes]) -> Variant:
