@@ -460,10 +460,11 @@ def _world(gpus, launched: int) -> int:
 def _schedule_names(schedule, cat: dict, world) -> list[str]:
     """The schedules asked for: a name, names, or "all" (those that run on world() GPUs)."""
     names = [schedule] if isinstance(schedule, str) else list(schedule)
-    if names == ["all"]:
+    if names == ["all"]:  # those that run here: on this many GPUs, and with the copy engines if nccl4py is there
         import math
-        n = world()
-        return [name for name, s in cat.items() if not s.square or math.isqrt(n) ** 2 == n]
+        from .multigpu.comm import copy_engines_missing
+        n, ce = world(), copy_engines_missing() is None
+        return [name for name, s in cat.items() if (not s.square or math.isqrt(n) ** 2 == n) and (ce or not s.copy_engines)]
     for n in names:
         if n not in cat:
             raise GemmlabError(f"no schedule '{n}'", hint="the schedules: " + ", ".join(sorted(cat)) + ", or all")

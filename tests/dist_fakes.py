@@ -80,6 +80,9 @@ class FakeRuntime:
     def spin(self, stream, ns) -> None:
         pass
 
+    def hog(self, stream, ns) -> None:
+        pass
+
     @contextlib.contextmanager
     def timed(self, stream, out: list):
         yield
@@ -95,6 +98,11 @@ class FakeComm:
 
     def _log(self, op, nbytes):
         self.world.log.append((self.rank, op, nbytes))
+
+    def symmetric(self, shape, dtype):
+        """Where NCCL would register a symmetric window: the same allocation on every rank, in order."""
+        self.world.log.append((self.rank, "symmetric", 0))
+        return np.zeros(shape, dtype=dtype)
 
     def allgather(self, send, recv, stream):
         def run():

@@ -69,8 +69,25 @@ def test_a_rank_that_crashes_or_hangs_stops_the_job(monkeypatch, kind, message):
     assert not multiprocessing.active_children()
 
 
+def copy_engines() -> bool:
+    from gemmlab.multigpu.comm import copy_engines_missing
+    return copy_engines_missing() is None
+
+
+@two
+@pytest.mark.skipif(not copy_engines(), reason='needs nccl4py (pip install "gemmlab[dist]")')
+@pytest.mark.parametrize("shape", [(1024, 2048, 1024), (2048, 512, 768)])
+def test_the_copy_engine_all_gather_beside_the_gemms(shape):
+    rs = dist("allgather_ce", "wgmma_ws", shape=shape, dtype="bf16")
+    assert rs.exit_status == 0 and not rs.meta.get("fault"), rs.meta.get("fault")
+    assert [(r["schedule"], r["status"]) for r in rs] == [("allgather_ce", "PASS"), ("allgather", "PASS")], rs.to_dicts()
+    assert rs[0]["overlap"] and rs[0]["err_bound"] < 1
+
+
 @two
 def test_nccl_bandwidth():
     rs = dist(measure=True)
-    assert {r["op"] for r in rs} == {"all-gather", "send/recv"}
+    ops = {"all-gather", "send/recv"} | ({"all-gather (copy engines)", "all-gather beside a full GPU",
+                                          "all-gather (copy engines) beside a full GPU"} if copy_engines() else set())
+    assert {r["op"] for r in rs} == ops
     assert all(r["busbw_gbs"] > 1 for r in rs)

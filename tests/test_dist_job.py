@@ -102,3 +102,22 @@ def test_a_shape_the_split_cannot_take_fails_before_any_process(fake_ranks):
     with pytest.raises(GemmlabError, match="ring splits M = 63 over 2 parts"):
         dist_job.run(job, 2, Reporter(), single=False, make_id=lambda: b"x", env={})
     assert children() == []
+
+
+def test_the_copy_engine_schedule_without_nccl4py_is_one_clear_refusal(monkeypatch):
+    """No nccl4py: the schedule is refused before any rank starts, and `all` leaves it out."""
+    import gemmlab
+    from gemmlab import api
+    from gemmlab.errors import GemmlabError
+    from gemmlab.multigpu import comm
+    monkeypatch.setattr(comm, "copy_engines_missing", lambda: "nccl4py is not importable (ImportError: no nccl)")
+    monkeypatch.setattr(dist_job, "Ranks", None)  # starting a rank would fail loudly
+    with pytest.raises(GemmlabError, match=r"allgather_ce moves data with NCCL's copy engines, through nccl4py: "
+                                           r"nccl4py is not importable \(ImportError: no nccl\)") as e:
+        gemmlab.dist("allgather_ce", "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", gpus=2, progress=False)
+    assert 'pip install "gemmlab[dist]"' in e.value.hint
+    from gemmlab.multigpu.schedule import catalog
+    names = api._schedule_names("all", catalog(), lambda: 4)
+    assert "allgather_ce" not in names and {"ring", "summa"} <= set(names)
+    monkeypatch.setattr(comm, "copy_engines_missing", lambda: None)
+    assert "allgather_ce" in api._schedule_names("all", catalog(), lambda: 2)

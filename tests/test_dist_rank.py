@@ -28,7 +28,7 @@ class Ear:
         self.rows.append(r)
 
 
-def drive(items, ranks, shape=Shape(48, 60, 40), measure=False):
+def drive(items, ranks, shape=Shape(48, 60, 40), measure=False, copy_engines=False):
     job = Job(shape, "bf16", 3, items, catalog(), params={"BM": 128}, reps=4, warmup=1, measure=measure,
               min_time_ms=0, flush_bytes=4096)
     ears = [Ear() for _ in range(ranks)]
@@ -36,7 +36,9 @@ def drive(items, ranks, shape=Shape(48, 60, 40), measure=False):
     def body(world, rank):
         rt = FakeRuntime("comm")
         gemm = numpy_gemm(rt, "bf16")
-        return Rank(rank, ranks, job, rt, FakeComm(world, rank, rt), Device(), lambda name, sms: gemm, ears[rank]).run()
+        comm = FakeComm(world, rank, rt)
+        comm.copy_engines = copy_engines
+        return Rank(rank, ranks, job, rt, comm, Device(), lambda name, sms: gemm, ears[rank]).run()
     out, _ = run_ranks(ranks, body)
     return out, ears
 
@@ -74,3 +76,16 @@ def test_the_bandwidth_rows(monkeypatch):
     ag, sr = (next(r for r in out[0] if r["op"] == op and r["mb_per_rank"] == 2) for op in ("all-gather", "send/recv"))
     assert ag["busbw_gbs"] == pytest.approx(2 * 2 * 2**20 / 1e-3 / 1e9)  # (P - 1) x S per ms
     assert sr["busbw_gbs"] == pytest.approx(2 * 2**20 / 1e-3 / 1e9)  # S per ms
+
+
+def test_the_copy_engine_rows_where_nccl4py_is_there(monkeypatch):
+    from gemmlab.multigpu import bandwidth
+    monkeypatch.setattr(bandwidth, "SIZES_MB", (1, 2))
+    monkeypatch.setattr(bandwidth, "BESIDE_MB", 2)
+    out, _ = drive([], 2, measure=True, copy_engines=True)
+    ops = [(r["op"], r["mb_per_rank"]) for r in out[0]]
+    assert ops == [("all-gather", 1), ("send/recv", 1), ("all-gather (copy engines)", 1),
+                   ("all-gather", 2), ("all-gather beside a full GPU", 2), ("send/recv", 2),
+                   ("all-gather (copy engines)", 2), ("all-gather (copy engines) beside a full GPU", 2)]
+    beside = out[0][-1]
+    assert beside["hog_ms"] == bandwidth.HOG_MS and beside["busbw_gbs"] == pytest.approx(2 * 2**20 / 1e-3 / 1e9)

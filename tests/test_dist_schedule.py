@@ -84,6 +84,14 @@ BAD = [
     ('split = {A = "cols", B = "cols", C = "cols"}\nsteps = [{op = "allgather", operand = "A"}, {op = "gemm"}]', "allgather gathers A or B split by rows"),
     ('split = {A = "rows", B = "whole", C = "rows"}\nsteps = [{op = "gemm"}, {op = "reduce_scatter", operand = "C"}]', "reduce_scatter sums partial products"),
     ('split = {A = "grid", B = "grid", C = "grid"}\nsteps = [{op = "summa"}]', 'summa needs A and B split as a grid, and grid = "square"'),
+    ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\nsteps = [{op = "ring", operand = "A"}]',
+     'engines = "copy" moves all-gathers only'),
+    ('engines = "dma"\nsplit = {A = "rows", B = "cols", C = "cols"}\nsteps = [{op = "ring", operand = "A"}]',
+     "engines is 'sm'"),
+    ('split = {A = "rows", B = "cols", C = "cols"}\nsteps = [{op = "allgather_overlap", operand = "A", chunks = 0}]',
+     "chunks is a number of all-gathers"),
+    ('split = {A = "cols", B = "rows", C = "cols"}\nsteps = [{op = "allgather_overlap", operand = "A"}]',
+     "allgather_overlap brings every rank's rows of A to each: A split by rows, B by cols"),
 ]
 
 
@@ -102,3 +110,13 @@ def test_a_new_schedule_is_a_file(tmp_path):
     s = sch.get("rows", (tmp_path,))
     p = sch.rank_plan(s, Shape(64, 32, 16), 4, 3)
     assert p.gemms == ((16, 32, 16),) and p.sent == 0 and p.C.row0 == 48
+
+
+def test_the_copy_engine_all_gather():
+    s = sch.get("allgather_ce")
+    assert s.copy_engines and s.overlaps and s.baseline == "allgather" and s.steps[0].chunks == 1
+    assert not any(sch.get(n).copy_engines for n in ("allgather", "ring", "reduce_scatter", "summa"))
+    p = sch.rank_plan(s, SHAPE, 4, 2, "bf16")
+    m = SHAPE.M // 4
+    assert p.gemms == ((m, SHAPE.N // 4, SHAPE.K),) * 4 and p.flops * 4 == SHAPE.flops
+    assert p.sent == sch.rank_plan(sch.get("allgather"), SHAPE, 4, 2).sent == 3 * m * SHAPE.K * 2

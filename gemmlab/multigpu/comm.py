@@ -1,4 +1,5 @@
-"""The two things a rank's schedule runs on: NCCL (through cupy.cuda.nccl) and CUDA streams and events.
+"""The two things a rank's schedule runs on: NCCL (through cupy.cuda.nccl, or NVIDIA's nccl4py where a
+schedule moves its data with the copy engines) and CUDA streams and events.
 
 The executor (gemmlab/multigpu/execute.py) sees only these small interfaces, so the CPU tests run every
 schedule on numpy with stand-ins (tests/dist_fakes.py): threads for ranks, queues for streams.
@@ -6,6 +7,7 @@ schedule on numpy with stand-ins (tests/dist_fakes.py): threads for ranks, queue
 Comm:     allgather(send, recv, stream), reduce_scatter(send, recv, stream),
           exchange(sends, recvs, stream)   grouped send/recv: lists of (array, peer)
           allreduce_max(x, stream)          in place, on a small array
+          symmetric(shape, dtype)           (CopyEngineNccl only) an array in a symmetric window
 Runtime:  xp, compute, comm (streams); on(stream) (launches inside go to it); record(stream) -> event;
           wait(stream, event); fill(x, v) and add(dst, src) on the current stream; synchronize()
 """
@@ -94,6 +96,89 @@ class Nccl:
         self.comm.destroy()
 
 
+# ---------------------------------------------------------------------------- the copy engines
+
+COPY_ENGINES_HINT = ('pip install "gemmlab[dist]" (NVIDIA\'s nccl4py, with cuda-core 1.x and NCCL 2.28 or newer); '
+                     "the other schedules run without it")
+
+
+def copy_engines_missing() -> str | None:
+    """Why NCCL's copy-engine collectives cannot be reached from here (None: they can): they need
+    nccl4py, whose communicator takes a config (the zero-CTA policy) and registers windows."""
+    try:
+        import nccl.core  # noqa: F401
+    except Exception as e:  # ImportError, or a wheel that does not load (a missing libnccl, an old cuda-core)
+        return f"nccl4py is not importable ({type(e).__name__}: {e})"
+    return None
+
+
+class CopyEngineNccl(Nccl):
+    """A communicator made with NCCL's zero-CTA policy, through nccl4py. NCCL (2.28 and later) runs an
+    all-gather on the copy engines, with no kernel and so no SM, when both of its buffers lie in windows
+    registered as symmetric (`symmetric` makes them); any other call runs NCCL's kernels as usual, so
+    this communicator serves a whole job. On one host only: across hosts NCCL uses its kernels."""
+
+    copy_engines = True
+
+    def __init__(self, world: int, uid, rank: int):
+        import nccl.core as nc
+        self.lib = nccl()  # cupy's module, for get_version(): the same libnccl
+        self.nc, self.world, self.rank = nc, world, rank
+        raw = bytes(b & 0xFF for b in uid) if not isinstance(uid, (bytes, bytearray)) else bytes(uid)
+        self.comm = nc.Communicator.init(world, rank, nc.UniqueId.from_bytes(raw),
+                                         nc.NCCLConfig(cta_policy=nc.CTAPolicy.ZERO))
+        self.windows = []
+
+    def symmetric(self, shape, dtype):
+        """Zeros of `shape` in memory from ncclMemAlloc, registered as a symmetric window (collective:
+        every rank allocates the same buffers in the same order)."""
+        import math
+        from nccl.core.interop.cupy import empty
+        xp = cuda()
+        nbytes = math.prod(shape) * xp.dtype(dtype).itemsize
+        raw = empty((max(nbytes, 1),), dtype=xp.uint8)
+        window = self.comm.register_window(raw, self.nc.WindowFlag.COLL_SYMMETRIC)
+        if not window.handle:
+            raise GemmlabError("NCCL registered no symmetric window on this machine (it needs CUDA peer access "
+                               "between all the GPUs and NCCL's cuMem allocations): the all-gather would not run "
+                               "on the copy engines", hint="run the schedules with engines = \"sm\" here")
+        self.windows.append((window, raw))
+        out = raw[:nbytes].view(dtype).reshape(shape)
+        out.fill(0)
+        return out
+
+    @staticmethod
+    def _bytes(x):
+        return x.reshape(-1).view(cuda().uint8)
+
+    def allgather(self, send, recv, stream) -> None:
+        _contiguous(send, recv)
+        self.comm.allgather(self._bytes(send), self._bytes(recv), stream=stream.ptr)
+
+    def reduce_scatter(self, send, recv, stream) -> None:
+        _contiguous(send, recv)
+        self.comm.reduce_scatter(send.reshape(-1), recv.reshape(-1), self.nc.SUM, stream=stream.ptr)
+
+    def exchange(self, sends, recvs, stream) -> None:
+        if not sends and not recvs:
+            return
+        _contiguous(*(x for x, _ in sends), *(x for x, _ in recvs))
+        self.nc.group_start()
+        try:
+            for x, peer in sends:
+                self.comm.send(self._bytes(x), peer, stream=stream.ptr)
+            for x, peer in recvs:
+                self.comm.recv(self._bytes(x), peer, stream=stream.ptr)
+        finally:
+            self.nc.group_end()
+
+    def allreduce_max(self, x, stream) -> None:
+        self.comm.allreduce(x, x, self.nc.MAX, stream=stream.ptr)
+
+    def close(self) -> None:
+        self.comm.destroy()  # deregisters the windows first
+
+
 SPIN_SOURCE = r'''
 extern "C" __global__ void spin(unsigned long long ns) {
     unsigned long long t0, t;
@@ -101,6 +186,7 @@ extern "C" __global__ void spin(unsigned long long ns) {
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
 }
 '''
+HOG_BLOCKS_PER_SM, HOG_THREADS = 2, 1024  # 2048 threads: an SM's whole thread capacity, so no other block fits
 
 
 class Cuda:
@@ -139,6 +225,13 @@ class Cuda:
         timing holds no gaps where the GPU waited for Python."""
         with stream:
             self._spin((1,), (1,), (self.xp.uint64(ns),))
+
+    def hog(self, stream, ns: int) -> None:
+        """Fill every SM for `ns` nanoseconds (the spin kernel, as many threads as each SM holds): work
+        that needs an SM meanwhile waits for it to end (`--measure`: does a transfer need SMs?)."""
+        sms = self.xp.cuda.Device().attributes["MultiProcessorCount"]
+        with stream:
+            self._spin((HOG_BLOCKS_PER_SM * sms,), (HOG_THREADS,), (self.xp.uint64(ns),))
 
     @contextlib.contextmanager
     def timed(self, stream, out: list):

@@ -8,13 +8,17 @@
 or cuBLAS), made once per buffer so that a repetition only queues launches. `rt` and `comm` are the
 interfaces of gemmlab/multigpu/comm.py.
 
-Overlap (ring, summa): the GEMMs run on the compute stream, NCCL on the comm stream, with events
-between them where a buffer changes hands. Two rules make that safe, and the CPU tests run every schedule
-with streams executed in the most hostile order the events allow (tests/dist_fakes.py):
+Overlap (ring, summa, allgather_overlap): the GEMMs run on the compute stream, NCCL on the comm stream,
+with events between them where a buffer changes hands. Two rules make that safe, and the CPU tests run
+every schedule with streams executed in the most hostile order the events allow (tests/dist_fakes.py):
 - a GEMM waits for the transfer that brings its block (compute waits on `arrived`);
 - a transfer into a buffer waits for the GEMM that last read that buffer (comm waits on `done`), two
   steps back, since blocks alternate between two receive buffers. The blocks a rank starts with are
   never written, so every repetition multiplies the same inputs.
+
+A schedule with engines = "copy" gets the buffers it gathers into from `comm.symmetric(shape, dtype)`:
+memory in a symmetric window, at the same offset on every rank (allocated in the same order everywhere),
+which is what lets NCCL run the all-gather on the copy engines.
 """
 
 from __future__ import annotations
@@ -42,12 +46,31 @@ class RankRun:
 
     # ------------------------------------------------------------------ the vocabulary
 
+    def _gathered(self, shape, dtype):
+        """A buffer that an all-gather fills: in a symmetric window where the copy engines move it."""
+        if self.sched.copy_engines:
+            return self.comm.symmetric(shape, dtype)
+        return self.rt.xp.zeros(shape, dtype=dtype)
+
     def _allgather(self, step, held) -> None:
+        """In place: the rank's own block is copied once into its rows of the whole, and NCCL fills the
+        others' rows (the copy engines need both ends in the window)."""
         mine = held[step.operand]
-        whole = self.rt.xp.zeros((mine.shape[0] * self.plan.ranks, mine.shape[1]), dtype=mine.dtype)
+        rows, r = mine.shape[0], self.plan.rank
+        whole = self._gathered((rows * self.plan.ranks, mine.shape[1]), mine.dtype)
+        whole[r * rows:(r + 1) * rows] = mine
         held[step.operand] = whole
-        rt, comm = self.rt, self.comm
-        self.steps.append(lambda: comm.allgather(mine, whole, rt.compute))
+        self._written_by_others(whole, rows)
+        rt, comm, send = self.rt, self.comm, whole[r * rows:(r + 1) * rows]
+        self.steps.append(lambda: comm.allgather(send, whole, rt.compute))
+
+    def _written_by_others(self, whole, rows) -> None:
+        """The other ranks' rows of a gathered buffer are the all-gather's output: poisoned before the
+        check, so that a GEMM which reads them before they arrive fails it."""
+        r = self.plan.rank
+        for p in range(self.plan.ranks):
+            if p != r:
+                self.outputs.append(whole[p * rows:(p + 1) * rows])
 
     def _gemm(self, step, held) -> None:
         A, B, xp = held["A"], held["B"], self.rt.xp
@@ -80,6 +103,43 @@ class RankRun:
         nxt, prv = (r + 1) % P, (r - 1) % P
         moves = [([(hand[s], nxt)], [(recv[s % 2], prv)]) for s in range(P - 1)]
         self.steps.append(lambda: self._pipeline(moves, launches, [None] * P))
+
+    def _allgather_overlap(self, step, held) -> None:
+        """The all-gather of A in `chunks` all-gathers on the comm stream, while the compute stream first
+        multiplies the rank's own block (which needs nothing), then each chunk's P-1 pieces as the chunk
+        arrives. Chunk c of every rank's block goes to gathered[c] (P pieces of m/chunks rows, rank-major),
+        and piece p's GEMM writes straight into its rows of C: p*m + c*m/chunks onwards."""
+        P, r, xp = self.plan.ranks, self.plan.rank, self.rt.xp
+        own, chunks = self.A, step.chunks
+        m, K = own.shape
+        mc = m // chunks
+        gathered = self._gathered((chunks * P * mc, K), own.dtype)
+        pieces = [[gathered[(c * P + p) * mc:(c * P + p + 1) * mc] for p in range(P)] for c in range(chunks)]
+        for c in range(chunks):
+            pieces[c][r][...] = own[c * mc:(c + 1) * mc]  # the in-place all-gather's send: copied once
+            self._written_by_others(gathered[c * P * mc:(c + 1) * P * mc], mc)
+        C = self.C
+        first = self.gemm(own, self.B, C[r * m:(r + 1) * m])
+        later = [[self.gemm(pieces[c][p], self.B, C[p * m + c * mc:p * m + (c + 1) * mc]) for p in range(P) if p != r]
+                 for c in range(chunks)]
+        self.gemms += [(first, None)] + [(g, None) for c in later for g in c]
+        moves = [(pieces[c][r], gathered[c * P * mc:(c + 1) * P * mc]) for c in range(chunks)] if P > 1 else []
+        self.steps.append(lambda: self._gather_beside(first, moves, later))
+
+    def _gather_beside(self, first, moves, later) -> None:
+        rt, comm = self.rt, self.comm
+        side = rt.comm if self.overlap else rt.compute
+        arrived = []
+        for send, whole in moves:  # queued first: the comm stream starts them while the first GEMM runs
+            comm.allgather(send, whole, side)
+            if self.overlap:
+                arrived.append(rt.record(side))
+        self._on_compute(first)
+        for c, gemms in enumerate(later):
+            if self.overlap and gemms:
+                rt.wait(rt.compute, arrived[c])
+            for g in gemms:
+                self._on_compute(g)
 
     def _summa(self, step, held) -> None:
         """q steps on the q x q grid: at step k rank (i, k) sends A(i, k) along row i and rank (k, j) sends
@@ -164,7 +224,14 @@ class RankRun:
         """NaN in everything the schedule writes: an element nobody writes fails the check."""
         with self.rt.on(self.rt.compute):
             for x in self.outputs:
-                self.rt.fill(x, float("nan"))
+                self.rt.fill(x, _nan(x.dtype))
+
+
+def _nan(dtype):
+    """NaN as an array of `dtype` holds it: bfloat16 and FP8 inputs are stored as their bits."""
+    if dtype.kind == "f":
+        return float("nan")
+    return {2: 0x7FC0, 1: 0x7F}[dtype.itemsize]  # bfloat16's quiet NaN; FP8's (E4M3 and E5M2) NaN
 
 
 def gather(run: RankRun, plans: list[RankPlan], shape, comm, rt):

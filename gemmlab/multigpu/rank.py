@@ -97,7 +97,9 @@ class Rank:
         sched: Schedule = job.schedules[item.schedule]
         plans = [rank_plan(sched, job.shape, self.ranks, r, job.dtype) for r in range(self.ranks)]
         label = f"{item.schedule} with {item.kernel}"
-        sms = self.device.sms - job.comm_sms if item.overlap and sched.overlaps else self.device.sms
+        # --comm-sms leaves SMs to NCCL's kernels; the copy engines need none
+        leave = item.overlap and sched.overlaps and not sched.copy_engines
+        sms = self.device.sms - job.comm_sms if leave else self.device.sms
         self.report.phase(f"{label}: make the inputs")
         run = RankRun(sched, plans[rank], job.shape, job.dtype, job.seed, rt, self.comm,
                       self.gemm_for(item.kernel, sms), item.overlap)
@@ -143,8 +145,9 @@ class Rank:
         self._failed = bool(float(flag[0]))
         return verdict, bad
 
-    def timing(self, fn):
-        """ranks x reps milliseconds of fn(), each repetition started on every rank together."""
+    def timing(self, fn, stream=None, before=None):
+        """ranks x reps milliseconds of fn(), each repetition started on every rank together; timed on
+        `stream` (the compute stream), after before() is queued (untimed)."""
         rt, comm, job, xp = self.rt, self.comm, self.job, self.rt.xp
         token = xp.zeros(1, dtype=xp.float64)
 
@@ -152,11 +155,14 @@ class Rank:
             comm.allreduce_max(token, rt.compute)
             rt.synchronize()
 
+        stream = stream or rt.compute
         warm, queue_s = [], 0.0
         for _ in range(job.warmup):
             barrier()
             t0 = time.perf_counter()
-            with rt.timed(rt.compute, warm):
+            if before:
+                before()
+            with rt.timed(stream, warm):
                 fn()
                 queue_s = max(queue_s, time.perf_counter() - t0)
         # every rank must run as many repetitions, and spin as long: agree on the largest
@@ -172,7 +178,9 @@ class Rank:
                     rt.fill(self.flush, 0)  # evict the inputs from L2: every repetition starts cold
             barrier()
             rt.spin(rt.compute, int(spin_s * 1e9))
-            with rt.timed(rt.compute, times):
+            if before:
+                before()
+            with rt.timed(stream, times):
                 fn()
         return comm.allgather_values(times, rt.compute)
 
@@ -237,10 +245,19 @@ def gemm_maker(kernel, dtype: str, device):
     return gemm_for
 
 
+def wants_copy_engines(job: Job) -> bool:
+    """Whether the job's communicator is nccl4py's zero-CTA one: for a schedule with engines = "copy",
+    and for --measure where nccl4py is there (its copy-engine all-gather beside NCCL's kernels')."""
+    from .comm import copy_engines_missing
+    if job.measure:
+        return copy_engines_missing() is None
+    return any(job.schedules[i.schedule].copy_engines for i in job.items)
+
+
 def main(conn, rank: int, ranks: int, local_rank: int, uid: bytes, job: Job) -> None:
     """A rank's process: its GPU, NCCL, our kernel compiled for it, then the items; how it ended goes to
     the parent, which stops every rank on a fault."""
-    from .comm import Cuda, Nccl, keep_multicast_off
+    from .comm import CopyEngineNccl, Cuda, Nccl, keep_multicast_off
     keep_multicast_off()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops every rank
     report = Report(conn, rank)
@@ -255,7 +272,7 @@ def main(conn, rank: int, ranks: int, local_rank: int, uid: bytes, job: Job) -> 
         cupy.cuda.Device(local_rank).use()
         device = get_device()
         report.phase("start NCCL")
-        comm = Nccl(ranks, uid, rank)
+        comm = (CopyEngineNccl if wants_copy_engines(job) else Nccl)(ranks, uid, rank)
         kernel = None
         if job.variant is not None:
             report.phase(f"compile {job.variant.name}")

@@ -7,10 +7,14 @@ executor knows (gemmlab/multigpu/execute.py), turn the pieces into C:
     gemm              C = A @ B on the blocks in hand, with the chosen kernel
     reduce_scatter C  the ranks' partial products of all of C summed, each keeping its rows
     ring A            P steps: multiply the block of A in hand while NCCL send/recv passes it on
+    allgather_overlap A   the all-gather of A, cut into `chunks` all-gathers on a second stream: the
+                      rank's own block is multiplied first, each chunk's rows as soon as they are there
     summa             q steps on a q x q grid: broadcast a panel of A along rows and of B along columns,
                       multiply, add
 
-A split is "rows", "cols", "grid" (q x q blocks) or "whole". `check_steps` follows the layouts through
+A split is "rows", "cols", "grid" (q x q blocks) or "whole". A schedule's `engines` says what moves its
+data: "sm" (NCCL's kernels, on the SMs, the default) or "copy" (NCCL's copy-engine collectives: a
+communicator with the zero-CTA policy, the gathered buffers in symmetric windows; no SM is taken). `check_steps` follows the layouts through
 the steps, so a file whose steps cannot make its C is refused when it is read, with the reason. Everything
 else here is arithmetic on shapes: each rank's blocks, its local GEMMs, the bytes it sends. No GPU.
 """
@@ -26,7 +30,8 @@ from ..errors import GemmlabError
 from ..results.model import ITEM_BYTES, Shape
 
 SPLITS = ("rows", "cols", "grid", "whole")
-OPS = ("allgather", "gemm", "reduce_scatter", "ring", "summa")
+OPS = ("allgather", "gemm", "reduce_scatter", "ring", "summa", "allgather_overlap")
+ENGINES = ("sm", "copy")
 C_BYTES = 4  # C is FP32 for every input type
 
 
@@ -34,6 +39,7 @@ C_BYTES = 4  # C is FP32 for every input type
 class Step:
     op: str
     operand: str | None = None
+    chunks: int = 1       # allgather_overlap: how many all-gathers each rank's block is cut into
 
 
 @dataclass(frozen=True)
@@ -46,11 +52,16 @@ class Schedule:
     baseline: str        # the schedule whose steps, with cuBLAS and no overlap, this one is measured against
     square: bool = False  # ranks on a q x q grid: P must be a square
     path: str = ""
+    engines: str = "sm"   # "copy": NCCL's copy-engine collectives (zero CTAs, symmetric windows)
 
     @property
     def overlaps(self) -> bool:
         """Whether its communication can run beside its GEMMs (on a second stream)."""
-        return any(s.op in ("ring", "summa") for s in self.steps)
+        return any(s.op in ("ring", "summa", "allgather_overlap") for s in self.steps)
+
+    @property
+    def copy_engines(self) -> bool:
+        return self.engines == "copy"
 
 
 def builtin_dir() -> Path:
@@ -79,12 +90,18 @@ def load(path: Path) -> Schedule:
     for s in doc["steps"]:
         if s.get("op") not in OPS:
             raise _where(path, f"unknown step {s.get('op')!r}; the executor knows {', '.join(OPS)}")
-        steps.append(Step(s["op"], s.get("operand")))
+        chunks = s.get("chunks", 1)
+        if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 1:
+            raise _where(path, f"chunks is a number of all-gathers (1 or more), not {chunks!r}")
+        steps.append(Step(s["op"], s.get("operand"), chunks))
     grid = doc.get("grid", "line")
     if grid not in ("line", "square"):
         raise _where(path, f"grid is 'line' or 'square', not {grid!r}")
+    engines = doc.get("engines", "sm")
+    if engines not in ENGINES:
+        raise _where(path, f"engines is 'sm' (NCCL's kernels) or 'copy' (NCCL's copy-engine collectives), not {engines!r}")
     sched = Schedule(doc["name"], doc["pattern"], doc["idea"], split, tuple(steps), doc.get("baseline", doc["name"]),
-                     grid == "square", str(path))
+                     grid == "square", str(path), engines)
     try:
         check_steps(sched)
     except GemmlabError as e:
@@ -109,14 +126,17 @@ def check_steps(sched: Schedule) -> None:
                 raise GemmlabError("reduce_scatter sums partial products of all of C: a gemm over a slice of K "
                                    "(A by cols, B by rows) must come first")
             c = "rows"
-        elif s.op == "ring":
+        elif s.op in ("ring", "allgather_overlap"):
             if s.operand != "A" or (a, b) != ("rows", "cols"):
-                raise GemmlabError("ring passes A's row blocks around: A split by rows, B by cols")
+                raise GemmlabError(f"{s.op} brings every rank's rows of A to each: A split by rows, B by cols")
             c = "cols"
         elif s.op == "summa":
             if (a, b) != ("grid", "grid") or not sched.square:
                 raise GemmlabError("summa needs A and B split as a grid, and grid = \"square\"")
             c = "grid"
+    if sched.copy_engines and not any(s.op in ("allgather", "allgather_overlap") for s in sched.steps):
+        raise GemmlabError("engines = \"copy\" moves all-gathers only (NCCL's copy-engine collectives are the "
+                           "all-gather, all-to-all, gather and scatter; not send/recv or reductions)")
     if c != sched.split["C"]:
         raise GemmlabError(f"the steps leave C {c or 'not computed'}, and split.C says {sched.split['C']}")
 
@@ -246,6 +266,10 @@ def rank_plan(sched: Schedule, shape: Shape, ranks: int, rank: int, dtype: str =
             sent += (ranks - 1) * C.size * C_BYTES  # each rank sends the ranks' shares of C but its own
         elif s.op == "ring":
             gemms += [(a.rows, b.cols, K)] * ranks
+            sent += (ranks - 1) * a.size * item
+        elif s.op == "allgather_overlap":
+            piece = _part(sched, f"each rank's {a.rows} rows of A cut into {s.chunks} chunks", a.rows, s.chunks, "M / P")
+            gemms += [(a.rows, b.cols, K)] + [(piece, b.cols, K)] * (s.chunks * (ranks - 1))
             sent += (ranks - 1) * a.size * item
         elif s.op == "summa":
             q = grid[0]
