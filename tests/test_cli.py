@@ -29,7 +29,7 @@ def test_list():
     r = invoke("list")
     assert r.exit_code == 0
     ladder = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined", "lean", "spread",
-              "splitk", "splitk_atomic", "skinny", "skinny_async", "skinny_narrow", "wmma", "mma", "wgmma", "gemv", "gemv_n", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32", "wgmma_ws_fp8"]
+              "splitk", "splitk_atomic", "skinny", "skinny_async", "skinny_narrow", "wmma", "mma", "wgmma", "gemv", "gemv_n", "gemv_n_fp32", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32", "wgmma_ws_fp8"]
     for name in ladder:
         assert name in r.output
     data = json.loads(invoke("list", "--json").output)

@@ -140,6 +140,9 @@ def test_skinny_configurations(tmp_path, params, shapes):
     ("splitk", {"SPLIT_K": 64}, [(17, 33, 65), (1, 70, 300)]),  # most slices empty: their partials must be 0, not NaN
     ("skinny_narrow", {"BM": 4, "COLS": 16, "WARPS": 4, "ROWS": 8, "STAGES": 2}, SHAPES),  # 8 rows an instruction
     ("skinny_narrow", {"BM": 2, "COLS": 64, "WARPS": 16, "ROWS": 8, "STAGES": 4}, [(3, 130, 1000), (2, 64, 40)]),
+    ("gemv_n_fp32", {}, [(77, 1, 1003), (50, 7, 2049), (9, 8, 4)]),  # rows at every offset (K odd), aligned (K % 4 == 0)
+    ("gemv_n_fp32", {"ROWS": 2, "LOADS": 4}, [(17, 5, 65), (31, 8, 1001), (40, 3, 1024)]),  # a chunk of B for 2 rows
+    ("gemv_n_fp32", {"KSPLIT": 8}, [(5, 3, 4100), (3, 8, 999), (17, 33, 65)]),  # K over 8 warps; N over 8: B float by float
 ])
 def test_more_configurations(tmp_path, name, params, shapes):
     v = LADDER[name]

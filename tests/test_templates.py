@@ -14,7 +14,7 @@ from gemmlab.templates import Param, builtin_dir, discover, load_variant
 from conftest import GOOD_BODY, write_template
 
 LADDER = ["naive", "coalesced", "tiled", "blocktile1d", "regblock", "vectorized", "bankfree", "warptile", "pipelined", "lean", "spread",
-          "splitk", "splitk_atomic", "skinny", "skinny_async", "skinny_narrow", "wmma", "mma", "wgmma", "gemv", "gemv_n", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32", "wgmma_ws_fp8"]
+          "splitk", "splitk_atomic", "skinny", "skinny_async", "skinny_narrow", "wmma", "mma", "wgmma", "gemv", "gemv_n", "gemv_n_fp32", "wgmma_ws", "wgmma_pingpong", "wgmma_tf32", "wgmma_ws_fp8"]
 
 
 def test_builtin_ladder_in_order():

@@ -67,11 +67,15 @@ def test_a_cached_entry_the_templates_no_longer_take_falls_back_on_the_rule():
 
 @pytest.mark.parametrize("shape,sms,variant,split", [
     ((1152, 256, 4096), 10, "spread", None),       # 128 x 256 tiles fill exactly 90% of the waves
-    ((192, 256, 4096), 10, "spread64", None),      # 64 x 128 tiles fill exactly 60%
-    ((64, 1024, 4096), 6, "pipelined", 4),         # both fill 2/3: not better, so K is split
-    ((64, 128, 2 ** 20), 132, "pipelined", 128),   # at most 128 slices
-    ((192, 128, 2 ** 16), 8, "pipelined", 8),      # 3 tiles x 8 = 3 blocks an SM: enough
-    ((64, 128, 4096), 132, "pipelined", 32),       # slices of exactly 128 rows of K are allowed
+    ((256, 768, 4096), 10, "spread64", None),      # 24 tiles of 64 x 128 fill 80%, 2 an SM or more
+    ((128, 512, 4096), 5, "pipelined", 2),         # 8 of them on 5 SMs: 80%, but under 2 an SM
+    ((64, 1152, 4096), 10, "spread64", None),      # 9 of 10: 90%, under 2 an SM
+    ((64, 1024, 4096), 6, "pipelined", 4),         # both fill 2/3: not better, so K is split (8 tiles of 64 x 128)
+    ((1152, 256, 255), 10, "pipelined", 1),        # K under 256: pipelined however full the waves
+    ((64, 128, 2 ** 20), 132, "pipelined", 64),    # at most 64 slices
+    ((128, 128, 2 ** 16), 8, "pipelined", 8),      # 4 tiles of 64 x 64 x 8 = 4 blocks an SM: enough
+    ((64, 128, 1024), 132, "pipelined", 32),       # slices of exactly 32 rows of K are allowed
+    ((64, 128, 1023), 132, "pipelined", 16),
 ])
 def test_the_rules_thresholds(shape, sms, variant, split):
     name, overrides, why = tuning.rule(Shape(*shape), sms=sms)
@@ -79,6 +83,36 @@ def test_the_rules_thresholds(shape, sms, variant, split):
     assert got == variant and overrides.get("SPLIT_K") == split
     if split:
         assert why.endswith(f"K split {split} ways, so that every SM gets work")
+
+
+@pytest.mark.parametrize("shape,sms,tile", [
+    ((64 * 132, 65, 255), 132, (64, 128)),     # N over 64 and as many 64 x 128 tiles as SMs: the wider tile
+    ((64 * 131, 65, 255), 132, (64, 64)),      # one tile fewer than SMs
+    ((64 * 132, 64, 255), 132, (64, 64)),      # N of 64: the narrow tile
+])
+def test_the_tile_for_few_tiles(shape, sms, tile):
+    name, overrides, _ = tuning.rule(Shape(*shape), sms=sms)
+    assert name == "pipelined" and (overrides["BM"], overrides["BN"]) == tile
+    assert gemmlab.catalog().get(name).resolve(overrides)  # a configuration the template takes
+
+
+@pytest.mark.parametrize("shape,ksplit", [
+    ((33, 8, 256), 8),              # up to 8 columns, M over 32: a stream of A; few rows and K of 256: K split
+    ((33, 8, 255), 1),
+    ((8 * 263, 1, 4096), 8),        # 263 blocks of 8 rows: under 2 an SM
+    ((8 * 264, 1, 4096), 1),
+    ((198, 16, 512), 8),            # small C of up to 16 columns: 198 x 2 groups = 3 blocks an SM, K of 512
+])
+def test_few_columns_take_gemv_n_fp32(shape, ksplit):
+    name, overrides, why = tuning.rule(Shape(*shape), sms=132)
+    assert (name, overrides) == ("gemv_n_fp32", {"KSPLIT": ksplit})
+    assert why.startswith(f"{shape[1]} column(s) of C: a stream of A")
+    assert gemmlab.catalog().get(name).resolve(overrides)
+
+
+@pytest.mark.parametrize("shape", [(199, 16, 512), (198, 16, 511), (100, 17, 4096), (32, 8, 4096)])
+def test_small_c_past_the_edges_does_not(shape):
+    assert tuning.rule(Shape(*shape), sms=132)[0] != "gemv_n_fp32"
 
 
 @pytest.mark.parametrize("shape,sms,variant,params", [

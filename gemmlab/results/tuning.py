@@ -116,28 +116,75 @@ def wave_efficiency(tiles: int, sms: int) -> float:
     return tiles / (math.ceil(tiles / sms) * sms)
 
 
+# pipelined's 64 x 64 tile (4 warps of 32 x 32): half the columns of MEDIUM, for a narrow N or few tiles.
+SMALL = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TM": 8, "TN": 4}
+# Split K for few tiles: slices until the blocks fill SPLIT_SLOTS blocks an SM (SMALL's tile; 3 for MEDIUM's,
+# which take more registers), each slice at least 2 x SPLIT_LEAST rows of K before it halves. On the tuning
+# shapes of benchmarks/anyshape-fp32-tuning.toml (H100): 250 x 700 x 900 (44 tiles of 64 x 64) ran 18.1 us in
+# 8 slices, 22.3 in 4, where the old rule's floor of 128 rows a slice gave 4 slices of 64 x 128 tiles, 23.9;
+# 200 x 40 x 600 8.9 us in 16 slices of 38 rows, 13.5 in 4 (cuBLAS 12.6); 4000 x 20 x 5000 (63 tiles) 85.8 us in
+# 16, 96.1 in 4, 150 for the old rule.
+SPLIT_SLOTS, SPLIT_LEAST = 4, 32
+# K this short leaves spread's 32- and 64-deep K steps mostly padding, and a tile's pipeline never fills:
+# pipelined's 8-deep steps take it (6000 x 5000 x 3: 43 us against spread's 94 and cuBLAS's 56; 5000 x 2000 x
+# 100: 65 against 80 and 67; 2500 x 6000 x 200: 168 against 232 for spread's 128 x 256 tile and 155).
+SHORT_K = 256
+# gemv_n_fp32 (a stream of A) for up to 8 columns of C; with K over a block's 8 warps where one warp a row
+# leaves fewer than 2 blocks an SM and K has 256 or more (2000 x 3 x 6000: 27.8 us split, 35.8 whole, cuBLAS
+# 47.1; 600 x 2 x 9000 17.8 against 40.8; 20000 x 1 x 1000, 2500 blocks, 39.1 whole, 61.1 split), and for
+# small C of up to 16 columns and K of 512 or more (150 x 12 x 1200: 8.1 us against 10.5 for 64 x 64 tiles in
+# 16 slices; with 30 or 40 columns the tiles won: 80 x 30 x 2000 12.5 against 14.5).
+GEMV_N_FP32_COLUMNS, GEMV_N_FP32_SMALL_COLUMNS, GEMV_N_FP32_SMALL_BLOCKS_PER_SM = 8, 16, 3
+
+
+def gemv_n_fp32_rule(shape, sms: int) -> tuple[str, dict, str] | None:
+    """gemv_n_fp32 for up to GEMV_N_FP32_COLUMNS columns of C (K over the warps where rows are few), and for
+    small C of up to GEMV_N_FP32_SMALL_COLUMNS with rows x groups of 8 columns at most 3 blocks an SM and K of
+    512 or more; else None."""
+    M, N, K = shape.M, shape.N, shape.K
+    if N <= GEMV_N_FP32_COLUMNS:
+        ksplit = 8 if math.ceil(M / 8) < 2 * sms and K >= 256 else 1
+    elif N <= GEMV_N_FP32_SMALL_COLUMNS and M * math.ceil(N / 8) <= GEMV_N_FP32_SMALL_BLOCKS_PER_SM * sms \
+            and K >= 512:
+        ksplit = 8
+    else:
+        return None
+    return ("gemv_n_fp32", {"KSPLIT": ksplit}, f"{N} column(s) of C: a stream of A, one warp a row"
+            + (", K over the 8 warps of a block" if ksplit > 1 else ""))
+
+
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) from the shape alone: for C of up to 32 rows skinny_narrow or
-    skinny_async (skinny_rule), else spread's 128 x 256 tile where its blocks fill the SMs' waves, its
-    64 x 128 tile where that fills them better, and for small or skinny C pipelined's 64 x 128 tile
-    with K split until there are blocks enough (the shape of most winners of the suite's sweeps,
-    docs/journal.md)."""
-    M, N = shape.M, shape.N
+    skinny_async (skinny_rule); for up to 8 columns (and small C of up to 16) gemv_n_fp32, a stream of A;
+    with K of SHORT_K or more, spread's 128 x 256 tile where its blocks fill the SMs' waves, its 64 x 128
+    tile where they fill them better, 90% of them or 60% with 2 an SM or more (with 165 tiles, 900 x 1300 x
+    700, spread made 0.78x cuBLAS, pipelined in 4 slices 1.01x); else pipelined, with 64 x 128 tiles
+    where there are as many as SMs and N is over 64, else 64 x 64 tiles, K split until the blocks fill
+    the SMs (docs/journal.md, "Any shape")."""
+    M, N, K = shape.M, shape.N, shape.K
     if M <= 32:
         return skinny_rule(shape, sms)
+    columns = gemv_n_fp32_rule(shape, sms)
+    if columns:
+        return columns
     big = wave_efficiency(math.ceil(M / 128) * math.ceil(N / 256), sms)
-    medium = wave_efficiency(math.ceil(M / 64) * math.ceil(N / 128), sms)
-    if big >= 0.9:
-        return "spread", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
-    if medium >= 0.6 and medium > big:
-        return "spread", dict(SPREAD_MEDIUM), f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})"
-    # Few tiles: split K as well, until there are 3 blocks an SM, keeping slices of at least 128.
-    tiles = math.ceil(M / 64) * math.ceil(N / 128)
+    medium_tiles = math.ceil(M / 64) * math.ceil(N / 128)
+    medium = wave_efficiency(medium_tiles, sms)
+    if K >= SHORT_K:
+        if big >= 0.9:
+            return "spread", {}, f"128 x 256 tiles fill {big:.0%} of the SMs' waves"
+        if medium > big and (medium >= 0.9 or medium >= 0.6 and medium_tiles >= 2 * sms):
+            return ("spread", dict(SPREAD_MEDIUM),
+                    f"64 x 128 tiles fill {medium:.0%} of the SMs' waves (128 x 256: {big:.0%})")
+    wide = N > 64 and medium_tiles >= sms
+    tile, per_sm = (MEDIUM, 3) if wide else (SMALL, SPLIT_SLOTS)
+    tiles = math.ceil(M / tile["BM"]) * math.ceil(N / tile["BN"])
     split = 1
-    while split < 128 and tiles * split < 3 * sms and shape.K // (2 * split) >= 128:
+    while split < 64 and tiles * split < per_sm * sms and K // (2 * split) >= SPLIT_LEAST:
         split *= 2
-    return ("pipelined", dict(MEDIUM, SPLIT_K=split),
-            f"small or skinny C ({tiles} tiles of 64 x 128): K split {split} ways, so that every SM gets work")
+    what = "short K" if K < SHORT_K and tiles >= sms else "small or skinny C"
+    return ("pipelined", dict(tile, SPLIT_K=split),
+            f"{what} ({tiles} tiles of {tile['BM']} x {tile['BN']}): K split {split} ways, so that every SM gets work")
 
 
 def skinny_rule(shape, sms: int) -> tuple[str, dict, str]:
