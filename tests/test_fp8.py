@@ -191,8 +191,7 @@ def test_the_bound_of_fp8_is_fp32_accumulation_the_tensor_cores_and_the_scalings
 RUNG = discover().get("wgmma_ws_fp8")
 # Each scaling mode with and without promotion, every tile width each allows, both formats: the
 # configurations whose code differs most (the others vary the ring and the grid, which test_compile's
-# sample covers), with the fewest K steps between full waits: RUN repeats the same straight-line code,
-# and its edges are test_compile's (RUN 8 took 3.4 s to compile where RUN 2 took 2.0).
+# sample covers), with the fewest K steps between full waits (RUN 8 took 3.4 s to compile where RUN 2 took 2.0).
 RUN = min(RUNG.params["RUN"].choices)
 ALL_CONFIGS = [dict(RUNG.defaults(), DTYPE=dt, SCALE=sc, PROMOTE=pr, BN=bn, OVERLAP=ov, RUN=RUN)
                for dt in FP8 for sc in fp8.SCALE_MODES for pr in (0, 128, 512) for bn in (128, 192, 256)
@@ -224,7 +223,23 @@ def _cover(configs: list[dict], start: list[dict]) -> list[dict]:
     return picked
 
 
-CONFIGS = ALL_CONFIGS if FULL else _cover(ALL_CONFIGS, risk_sample(RUNG))
+def _overlaps(p) -> bool:
+    return p["OVERLAP"] != "none" and p["PROMOTE"] > 0
+
+
+# RUN is no constant of one code path: it sets the turns a piece is made of (RUN 4: turns of 4, then 2 and
+# 1 for the rest; RUN 8: 8, 4 and 1), and where the compiler put its copies of the accumulators changed with
+# them (RUN 4 alone once serialized its wgmma and spilled, in the default configuration). So each RUN that
+# test_compile's sample does not compile where RUN acts (an overlap, with promotion) is compiled here, in the
+# default configuration.
+RUN_SAMPLED = {p["RUN"] for p in risk_sample(RUNG) if _overlaps(p)}
+RUN_HERE = [dict(RUNG.defaults(), RUN=r) for r in RUNG.params["RUN"].choices if r not in RUN_SAMPLED]
+CONFIGS = ALL_CONFIGS + RUN_HERE if FULL else _cover(ALL_CONFIGS, risk_sample(RUNG) + RUN_HERE)
+
+
+def test_every_run_is_compiled_on_the_cpu():
+    """Where an overlap acts on it: the RUN values of test_compile's sample, and the others here."""
+    assert RUN_SAMPLED | {p["RUN"] for p in CONFIGS if _overlaps(p)} == set(RUNG.params["RUN"].choices)
 
 
 def test_the_rungs_modes_are_all_configured():
@@ -242,7 +257,7 @@ SASS_READ = [next(p for p in CONFIGS if p["DTYPE"] == d) for d in FP8]
 
 
 @pytest.mark.parametrize("params", CONFIGS,
-                         ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-P{p['PROMOTE']}-BN{p['BN']}-{p['OVERLAP']}")
+                         ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-P{p['PROMOTE']}-BN{p['BN']}-{p['OVERLAP']}-RUN{p['RUN']}")
 def test_every_fp8_mode_compiles_to_fp8_wgmma_without_spills(params):
     c = compile_rendered(render(RUNG, params), "sm_90a")
     r = c.resources
