@@ -160,9 +160,19 @@ faults() {  # a crash, a hang, a race and an overrun, with the broken templates 
 
 dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind, h100x4 with GPUS=4; default 2): NCCL's bus bandwidth,
     # the ring at the shard of A (1024 x 4096 per GPU; N = 4096 per GPU, then N = 4096 in all) and
-    # 16384^3 over every schedule with its baselines and one GPU's (docs/dist.md)
+    # 16384^3 over every schedule with its baselines and one GPU's (docs/dist.md); with gemmlab[dist] (nccl4py)
+    # also the copy-engine all-gather beside the GEMMs (allgather_ce) at the same shapes, beside the ring
     local g=${GPUS:-2}
     keep dist --measure --gpus "$g" --out "$dir/$p-dist-measure.json"
+    if python3 -c "import nccl.core" 2>/dev/null; then  # --measure then has the copy-engine rows too
+        keep dist --measure --gpus "$g" --out "$dir/$p-dist-ce-measure.json"
+        keep dist --schedule allgather_ce,ring --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 --gpus "$g" --reps 50 \
+            --no-single --out "$dir/$p-dist-ce-shard.json"
+        keep dist --schedule allgather_ce,ring --shape "$((1024 * g)),4096,4096" --dtype bf16 --gpus "$g" --reps 50 \
+            --no-single --out "$dir/$p-dist-ce-shard-n4096.json"
+        keep dist --schedule allgather_ce,ring --shape 16384 --dtype bf16 --gpus "$g" --comm-sms 8 \
+            --out "$dir/$p-dist-ce-16384.json"
+    fi
     keep dist --schedule ring --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 --gpus "$g" --reps 50 --no-single \
         --out "$dir/$p-dist-ring-shard.json"
     keep dist --schedule ring --shape "$((1024 * g)),4096,4096" --dtype bf16 --gpus "$g" --reps 50 --no-single \

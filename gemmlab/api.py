@@ -406,7 +406,7 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
          progress=True):
     """A GEMM over several GPUs (`gemmlab dist`): one process per GPU, NCCL between them, `variant` (at
     `params`) as each GPU's GEMM. schedule: a name of kernels/dist/ (ring, allgather, reduce_scatter,
-    summa), several, or "all"; each beside its NCCL + cuBLAS baseline without overlap (unless not
+    summa, allgather_ce: the copy engines, with gemmlab[dist]), several, or "all"; each beside its NCCL + cuBLAS baseline without overlap (unless not
     baseline), and with single, our kernel and cuBLAS on one GPU for the whole problem. The gathered C is
     checked element by element before anything is timed. gpus: this host's N GPUs (default all); under
     mpirun, srun or torchrun the launcher's ranks instead (store: a file that passes the NCCL id where no

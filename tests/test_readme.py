@@ -154,20 +154,24 @@ def test_readme_random_suites_are_the_committed_results():
 
 def dist_tables() -> list[str]:
     """The README's table of several GPUs, and its caption's stamp."""
-    return [table("h100x4-dist-16384.json"), stamp(load("h100x4-dist-16384.json"))]
+    return [table("h100x4-dist-ce-16384.json"), stamp(load("h100x4-dist-ce-16384.json"))]
 
 
 def test_readme_dist_table_is_the_committed_result():
-    doc = load("h100x4-dist-16384.json")
+    doc = load("h100x4-dist-ce-16384.json")
     assert doc["gpus"] == 4 and all(r["status"] == "PASS" for r in doc["rows"])
     assert all(part in page("README.md") for part in dist_tables()), (
-        "paste `gemmlab report --markdown benchmarks/h100x4-dist-16384.json` into the README")
+        "paste `gemmlab report --markdown benchmarks/h100x4-dist-ce-16384.json` into the README")
 
 
 @pytest.mark.parametrize("name", ["h100x2-dist-measure.json", "h100x2-dist-16384.json", "h100x2-dist-ring-shard.json",
                                   "h100x2-dist-ring-shard-n4096.json", "h100x4-dist-measure.json",
                                   "h100x4-dist-16384.json", "h100x4-dist-16384-2gpus.json",
-                                  "h100x4-dist-ring-shard.json", "h100x4-dist-ring-shard-n4096.json"])
+                                  "h100x4-dist-ring-shard.json", "h100x4-dist-ring-shard-n4096.json",
+                                  "h100x2-dist-ce-measure.json", "h100x2-dist-ce-shard.json",
+                                  "h100x2-dist-ce-shard-n4096.json", "h100x2-dist-ce-16384.json",
+                                  "h100x4-dist-ce-measure.json", "h100x4-dist-ce-shard.json",
+                                  "h100x4-dist-ce-shard-n4096.json", "h100x4-dist-ce-16384.json"])
 def test_dist_tables_are_the_committed_results(name):
     text = page("docs/dist.md")
     assert table(name) in text, f"paste `gemmlab report --markdown benchmarks/{name}` into docs/dist.md"

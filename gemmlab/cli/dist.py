@@ -37,7 +37,8 @@ def parse_gpus(text: str | None):
 
 @cli.command()
 @click.option("--schedule", default="ring", show_default=True, metavar="NAME[,NAME..]|all",
-              help="How A, B and C are split and moved (kernels/dist/): ring, allgather, reduce_scatter, summa.")
+              help="How A, B and C are split and moved (kernels/dist/): ring, allgather, reduce_scatter, summa, "
+              "allgather_ce (the copy engines: gemmlab[dist]).")
 @click.option("--variant", "-v", "name", default="wgmma_ws", show_default=True,
               help="Each GPU's GEMM (any variant; cuBLAS for cuBLAS alone).")
 @param_options
