@@ -9,7 +9,7 @@
 # table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
 # ladder at those sizes only.
 set -euo pipefail
-what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|pcie|refs|all DIR [PREFIX]}
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|fp8holdout|pcie|refs|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
 p=${3:-h100}
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
@@ -228,6 +228,29 @@ fp8() {  # FP8 (issue 43): wgmma_ws_fp8 per scaling mode, e4m3 and e5m2, 5 round
     done
 }
 
+fp8holdout() {  # FP8 (issue 43) on shapes never tuned on: 5 drawn now (M, N, K multiples of 128 in 2048..16384; SEED=
+    # repeats a draw), then the three tuned ones, per-tensor e4m3 beside cuBLASLt, 3 rounds taken in turn, in one compare
+    # each with block scales (fp8_block) and the candidates of benchmarks/h100-fp8-holdout/cands; e5m2 once
+    local seed=${SEED:-$(python3 -c "import random; print(random.SystemRandom().randrange(2**31))")} x M N K
+    local held=$(python3 -c "
+import random; rng = random.Random($seed); tuned = {(4096, 4096, 4096), (8192, 8192, 4096), (8192, 8192, 8192)}; out = []
+while len(out) < 5:
+    s = tuple(128 * rng.randint(16, 128) for _ in range(3))
+    if s not in tuned and s not in out: out.append(s)
+print(' '.join('x'.join(map(str, s)) for s in out))")
+    echo "hold-out seed $seed: $held" | tee "$dir/holdout.txt"
+    local v=wgmma_ws_fp8,fp8_ends,fp8_run16,fp8_s5,fp8_block cands=benchmarks/h100-fp8-holdout/cands
+    for x in $held 4096x4096x4096 8192x8192x4096 8192x8192x8192; do
+        IFS=x read -r M N K <<< "$x"
+        local tag=tuned; [[ " $held " == *" $x "* ]] && tag=holdout
+        keep compare --variants $v --kernels-dir $cands --dtype e4m3 -M "$M" -N "$N" -K "$K" --rounds 3 --refs cublaslt \
+            --out "$dir/$p-fp8-e4m3-$tag-$x.json"
+    done
+    IFS=x read -r M N K <<< "${held%% *}"
+    keep compare --variants wgmma_ws_fp8,fp8_block --kernels-dir $cands --dtype e5m2 -M "$M" -N "$N" -K "$K" --rounds 3 \
+        --refs cublaslt --out "$dir/$p-fp8-e5m2-holdout-${held%% *}.json"
+}
+
 pcie() {  # host <-> device copies, 1 KB to 1 GB, pageable and pinned, against the PCIe link (NVML); the transpose's
     # shared-memory bank conflicts per request under ncu, without the padding and with it (docs/problems.md)
     keep pcie --out "$dir/$p-pcie.json" --plot "$dir/$p-pcie.png"
@@ -251,6 +274,6 @@ refs() {  # cuBLASLt's autotuned best (nvmath-python) and Triton's matmul (torch
 
 case "$what" in
     all) for w in ladder tensor versus outdtype sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
-    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|pcie|refs) "$what" ;;
+    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|fp8holdout|pcie|refs) "$what" ;;
     *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
 esac
