@@ -197,3 +197,28 @@ def test_report_versus_cublas():
     assert r.exit_code == 0, r.output
     assert r.output.startswith("| M x N x K | regblock TFLOP/s | cuBLAS TFLOP/s |")
     assert "| 4096x4096x4096 |" in r.output
+
+
+def test_report_versus_another_row_and_fp8_scales(tmp_path):
+    """--against picks the reference row; an FP8 row's label names its scales, and a reference that
+    failed shows its status, not a ratio."""
+    def doc(scale, mine, ref, ref_status="PASS"):
+        return {"command": "run", "shape": {"M": 64, "N": 64, "K": 64}, "dtype": "e4m3",
+                "rows": [{"variant": "wgmma_ws_fp8", "params": {"SCALE": scale}, "status": "PASS", "tflops": mine},
+                         {"variant": "cuBLASLt", "params": {}, "status": ref_status, "tflops": ref}]}
+    files = []
+    for i, d in enumerate([doc("block", 80.0, 100.0), doc("tensor", 110.0, 100.0), doc("row", 90.0, 1.0, "CRASHED")]):
+        f = tmp_path / f"{i}.json"
+        f.write_text(json.dumps(d))
+        files.append(str(f))
+    r = invoke("report", "--versus", "wgmma_ws_fp8", "--against", "cuBLASLt", *files)
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines() == [
+        "| M x N x K | wgmma_ws_fp8 TFLOP/s | cuBLASLt TFLOP/s | wgmma_ws_fp8 / cuBLASLt |", "|---|---:|---:|---:|",
+        "| 64x64x64 e4m3, tensor scales | 110.00 | 100.00 | 1.100x |",
+        "| 64x64x64 e4m3, row scales | 90.00 | CRASHED | - |",
+        "| 64x64x64 e4m3, block scales | 80.00 | 100.00 | 0.800x |"]
+    r = invoke("report", "--versus", "wgmma_ws_fp8", "--against", "Triton", *files)
+    assert r.exit_code == 1 and "no file has a row of Triton" in r.output
+    r = invoke("report", "--against", "cuBLASLt", *files)
+    assert r.exit_code == 1 and "give --versus VARIANT too" in r.output

@@ -17,11 +17,13 @@ from .common import (_is_device, _is_profile, _load_results, _plot, _print_rows,
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the README's markdown table instead.")
 @click.option("--versus", metavar="VARIANT", help="One markdown table of VARIANT against cuBLAS over all the files.")
+@click.option("--against", metavar="ROW", default="cuBLAS", show_default=True,
+              help="With --versus: the row to compare with (cuBLASLt, Triton, or another variant).")
 @click.option("--best", is_flag=True, help="Problems besides GEMM: one markdown table, each file's fastest rung against cupy.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="`dist` files: one plot of time against GPUs over all of them (PNG, SVG or PDF by suffix).")
 @output_options
-def report_cmd(files, as_markdown, versus, best, plot_path, as_json, as_csv):
+def report_cmd(files, as_markdown, versus, against, best, plot_path, as_json, as_csv):
     """Show saved `--json` results again (of any command that writes them): as tables, markdown, or all
     their rows as JSON or CSV."""
     fmt = output_format(as_json, as_csv, as_markdown)
@@ -30,6 +32,8 @@ def report_cmd(files, as_markdown, versus, best, plot_path, as_json, as_csv):
         if any(d.get("command") != "dist" for d in docs):
             raise GemmlabError("--plot draws time against GPUs from `gemmlab dist --json` files; not all of these are")
         _plot("dist_plot", docs, new_file(plot_path, "--plot"))
+    if against != "cuBLAS" and not versus:
+        raise GemmlabError("--against names the row that --versus compares with; give --versus VARIANT too")
     if best:
         if fmt in ("json", "csv") or versus:
             raise GemmlabError(f"--best prints a markdown table; it does not go with {'--versus' if versus else '--' + fmt}")
@@ -43,10 +47,11 @@ def report_cmd(files, as_markdown, versus, best, plot_path, as_json, as_csv):
             raise GemmlabError(f"--versus prints a markdown table; it does not go with --{fmt}")
         if any("shape" not in d or "rows" not in d for d in docs):
             raise GemmlabError("--versus needs `compare --json` files")
-        if not any(r["variant"] == versus for d in docs for r in d["rows"]):
-            have = sorted({r["variant"] for d in docs for r in d["rows"]} - {"cuBLAS"})
-            raise GemmlabError(f"no file has a row of {versus}", hint="they have: " + ", ".join(have))
-        click.echo(markdown.versus_markdown(docs, versus))
+        have = sorted({r["variant"] for d in docs for r in d["rows"]})
+        for name in (versus, against):
+            if name not in have:
+                raise GemmlabError(f"no file has a row of {name}", hint="they have: " + ", ".join(have))
+        click.echo(markdown.versus_markdown(docs, versus, against))
         return
     if fmt in ("json", "csv"):
         rows = [dict(r, file=f) for f, d in zip(files, docs)

@@ -110,23 +110,35 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def versus_markdown(docs: list[dict], variant: str) -> str:
-    """One variant against cuBLAS at each shape of several saved `compare --json` documents: the
-    README's table (from the same run, so the ratio is side by side)."""
-    lines = [f"| M x N x K | {variant} TFLOP/s | cuBLAS TFLOP/s | {variant} / cuBLAS |", "|---|---:|---:|---:|"]
-    for doc in sorted(docs, key=lambda d: (d["shape"]["M"] * d["shape"]["N"] * d["shape"]["K"], d.get("dtype", "fp32"))):
+def versus_markdown(docs: list[dict], variant: str, against: str = "cuBLAS") -> str:
+    """One variant against a reference row (cuBLAS unless `against` names another row: cuBLASLt, or a
+    variant) at each shape of several saved `compare --json` or `run --json` documents: the README's table
+    (from the same run, so the ratio is side by side). An FP8 row's label names its scales (SCALE)."""
+    lines = [f"| M x N x K | {variant} TFLOP/s | {against} TFLOP/s | {variant} / {against} |", "|---|---:|---:|---:|"]
+
+    def scale(doc):
+        return next((r["params"].get("SCALE", "") for r in doc["rows"]
+                     if r["variant"] == variant and isinstance(r.get("params"), dict)), "")
+
+    order = {"tensor": 0, "row": 1, "block": 2}
+    for doc in sorted(docs, key=lambda d: (d["shape"]["M"] * d["shape"]["N"] * d["shape"]["K"], d.get("dtype", "fp32"),
+                                           order.get(scale(d), 3))):
         rows = {r["variant"]: r for r in doc["rows"]}
-        mine, cublas = rows.get(variant), rows.get("cuBLAS")
-        if not mine or not cublas:
+        mine, ref = rows.get(variant), rows.get(against)
+        if not mine or not ref:
             continue
         shape = "x".join(str(doc["shape"][k]) for k in "MNK")
         if doc.get("dtype", "fp32") != "fp32":
             shape += f" {doc['dtype']}"
-        if mine["status"] != "PASS":
-            lines.append(f"| {shape} | {mine['status']} | {fmt(cublas['tflops'], '.2f')} | - |")
+        if scale(doc):
+            shape += f", {scale(doc)} scales"
+        if mine["status"] != "PASS" or ref["status"] != "PASS":
+            mine_text = f"{mine['tflops']:.2f}" if mine["status"] == "PASS" else mine["status"]
+            ref_text = f"{ref['tflops']:.2f}" if ref["status"] == "PASS" else ref["status"]
+            lines.append(f"| {shape} | {mine_text} | {ref_text} | - |")
             continue
-        lines.append(f"| {shape} | {mine['tflops']:.2f} | {cublas['tflops']:.2f} | "
-                     f"{mine['tflops'] / cublas['tflops']:.3f}x |")  # the third digit decides a goal of 1.00x
+        lines.append(f"| {shape} | {mine['tflops']:.2f} | {ref['tflops']:.2f} | "
+                     f"{mine['tflops'] / ref['tflops']:.3f}x |")  # the third digit decides a goal of 1.00x
     return "\n".join(lines)
 
 
