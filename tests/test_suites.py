@@ -98,13 +98,15 @@ def test_the_roofline_takes_the_input_types_bytes():
 
 @pytest.mark.parametrize("shape, dtype, variant, params, why", [
     ((4096, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
-    ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 64, "STAGES": 6, "SPLIT_K": 4},
+    ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 4},
      "64 row(s) of C: 64 x 64 tiles (64 of them, K in 4 slices)"),
-    ((128, 8192, 8192), "bf16", "wgmma", {"BM": 64, "BN": 64}, "128 row(s) of C: 64 x 64 tiles (256 of them)"),
+    ((128, 8192, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128, "SPLIT_K": 2},
+     "128 row(s) of C: 64 x 128 tiles (128 of them, K in 2 slices)"),
     ((17, 10240, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128}, "64 x 128 tiles (80 of them)"),
     ((1, 10240, 8192), "bf16", "gemv", {"BM": 1, "SPLIT_K": 64}, "a stream of B, 10 tile(s) of 1 x 1024"),
     ((129, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
-    ((128, 14336, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
+    ((128, 14336, 4096), "bf16", "wgmma", {"BM": 64, "BN": 128}, "64 x 128 tiles (224 of them)"),
+    ((128, 28672, 8192), "bf16", "wgmma_ws", {"BN": 128, "CLUSTER_M": 1}, "would make a second wave"),
     ((4096, 4096, 4100), "bf16", "wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied"),
     ((4096, 4095, 4096), "fp16", "wgmma_ws", {}, "K or N is not a multiple of 16 bytes: A or B copied"),
     ((100, 4095, 4096), "fp16", "mma", {"BM": 128, "BN": 128, "WM": 32, "WN": 64, "SPLIT_K": 4},

@@ -128,26 +128,35 @@ def test_the_skinny_rules_thresholds(shape, sms, variant, params):
 
 
 @pytest.mark.parametrize("shape,variant,params", [
-    ((64, 8448, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6, "SPLIT_K": 2}),  # 66 tiles of 128: 2 slices fill 132 SMs
-    ((128, 8320, 4096), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),   # 65: 64 wide; 260 tiles, 2 an SM
-    ((128, 8448, 4096), "wgmma_ws", {}),
+    ((16, 4608, 3584), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 4}),    # B 33 MB: 72 tiles x 4, 3 an SM
+    ((128, 4608, 3584), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2}),   # 144 tiles x 2
+    ((64, 4096, 8192), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 4}),    # B of 64 MB: still 64 wide
+    ((64, 4104, 8192), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),   # past 64 MB: 33 tiles x 4
+    ((16, 3584, 18944), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),  # 28 x 4 = 112: half the SMs
+    ((128, 3584, 18944), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),  # 2 bands: 56 x 4 in 2 x 132
+    ((16, 28672, 8192), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4}),               # 224 tiles: no split
+    ((5, 4096, 14336), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),   # 32 x 4 = 128
+    ((65, 16896, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4}),               # 264 tiles: one wave of 2 an SM
+    ((65, 16904, 4096), "wgmma_ws", {"BN": 128, "CLUSTER_M": 1}),                   # 266: a second wave
+    ((128, 18944, 3584), "wgmma_ws", {"BN": 128, "CLUSTER_M": 1}),
+    ((64, 18944, 3584), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4}),               # one band: no second wave
+    ((17, 4104, 512), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2}),     # slices of at least 4 steps of 64
+    ((17, 4096, 256), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4}),
     ((129, 8320, 4096), "wgmma_ws", {}),
-    ((65, 8320, 4096), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),    # 2 x 130 tiles
-    ((65, 8448, 4096), "wgmma_ws", {}),
-    ((64, 8328, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6, "SPLIT_K": 2}),  # 65.06 columns of 128: 66 tiles
-    ((5, 4096, 14336), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6, "SPLIT_K": 4}),   # 64 tiles x 4 in 2 x 132 slots
-    ((17, 14336, 4096), "wgmma", {"BM": 64, "BN": 128, "STAGES": 6}),  # 112 tiles, one an SM: 2 slices would make 2 waves
-    ((17, 4096, 512), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6, "SPLIT_K": 2}),    # slices of at least 4 steps of 64
-    ((17, 4096, 256), "wgmma", {"BM": 64, "BN": 64, "STAGES": 6}),
 ])
 def test_the_tensor_rules_thresholds(shape, variant, params):
     name, overrides, why = tuning.tensor_rule(Shape(*shape), "bf16", 132)
     assert (name, overrides) == (variant, params)
+    M, N = shape[:2]
     if name == "wgmma":
-        M, N = shape[:2]
         split = f", K in {params['SPLIT_K']} slices" if "SPLIT_K" in params else ""
         assert why == f"{M} row(s) of C: 64 x {params['BN']} tiles ({-(-M // 64) * -(-N // params['BN'])} of them" \
-                      f"{split}), B streamed 6 stages deep"
+                      f"{split}), B streamed 4 stages deep"
+        # a 16-bit C takes the same tiles, K whole (split K adds into an FP32 C)
+        no_split = {k: v for k, v in params.items() if k != "SPLIT_K"}
+        assert tuning.tensor_rule(Shape(*shape), "bf16", 132, out_dtype="bf16")[:2] == ("wgmma", no_split)
+    elif params:
+        assert why.startswith(f"{M} rows of C: {-(-M // 64) * -(-N // 128)} tiles of 64 x 128 would make a second wave")
     else:
         assert why == "warp-specialised wgmma, 128 x 256 tiles, stream-K over the last wave"
     assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[2] == "TMA and wgmma, 256 x 128 tiles"
@@ -357,8 +366,8 @@ def test_the_cache_file_name_and_other_types_skipped():
     tuning.save_best("GPU", s, {"variant": "tiled", "params": {}, "ms": 1.0, "tflops": 1.0})
     assert list(tuning.load()["GPU"]) == ["1000x1024x1024 bf16", "1024x1024x1024"]
     assert tuning.cached("GPU", s)[0]["variant"] == "tiled"  # past the bf16 entry, read before it
-    v, params, _ = tuning.choose(gemmlab.catalog(), "GPU", Shape(64, 8448, 4096), sms=200, dtype="bf16")
-    assert (v.name, params["BN"]) == ("wgmma", 64)  # 66 tiles of 128 on 200 SMs: 64 wide
+    v, params, _ = tuning.choose(gemmlab.catalog(), "GPU", Shape(128, 16896, 4096), sms=100, dtype="bf16")
+    assert (v.name, params["BN"]) == ("wgmma_ws", 128)  # 264 tiles of 64 x 128: a second wave on 100 SMs
 
 
 @pytest.mark.parametrize("shape,rows,ksplit", [

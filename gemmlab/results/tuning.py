@@ -355,6 +355,49 @@ def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
 GEMV_ANY_OFFSET_BLOCKS_PER_SM = 2
 
 
+# Decode on the tensor cores (5 to 128 rows of C, rows TMA can read): wgmma's 64-row tiles with 4 stages of
+# copies in flight, K split so that the blocks stream all of B at once. Tuned on projections of Qwen2-7B,
+# Llama-2-13B and CodeLlama-34B (none of Llama-3's) at 16 to 128 rows, 10 to 14 configurations each beside
+# cuBLAS (H100, 1f5aa88, benchmarks/h100-decode-bf16-tuning.txt):
+# - 4 stages beat 6 nearly everywhere: 2 blocks an SM of 64 x 128 (3 of 64 x 64) rather than 1 (2): the
+#   6-stage rule of before ran 0.90x cuBLAS over the 30 shapes (geomean), the rule below 0.98x, within 1% of
+#   the fastest configuration measured on each.
+# - B of more than 64 MB: 64 x 128 tiles, and K split only until the tiles of each 64-row band make
+#   half an SM's worth of blocks or more (split_k with one slot an SM and band): slices cost their zeros and
+#   atomic adds, and more blocks bought nothing once B streamed from every SM (16 x 3584 x 18944: 28 tiles
+#   in 4 slices 60.9 us, in 8 63.6, 64 x 64 tiles 63.7; cuBLAS 62.4).
+# - B of 64 MB or less, where the whole product takes 20 to 35 us: 64 x 64 tiles, K split until 3 blocks an
+#   SM (16 x 4608 x 3584: 72 tiles in 4 slices 23.3 us, 64 x 128 tiles 24.8-25.0, cuBLAS 21.3).
+# - With more than 64 rows, a second wave of 64 x 128 tiles (more than 2 an SM) cost up to 14% (128 x 18944
+#   x 3584: 296 tiles 82.7 us); there wgmma_ws's 128 x 128 tiles with stream-K over the last wave take it
+#   (72.6; its default 128 x 256 tiles in clusters of 2: 85.2; cuBLAS 61.1).
+WGMMA_DECODE_STAGES, WGMMA_DECODE_SMALL_B = 4, 64 << 20
+
+
+def wgmma_decode_rule(shape, sms: int, smem_per_sm: int, split_ok: bool = True) -> tuple[str, dict, str]:
+    """wgmma for 5 to 128 rows of C (the constants above): 64 x 64 tiles for a B of at most
+    WGMMA_DECODE_SMALL_B bytes, K split until 3 blocks an SM; else 64 x 128, K split until the tiles of a
+    64-row band reach half the SMs, or wgmma_ws with stream-K where more than 64 rows make a second wave of
+    them. No split for a 16-bit C (not `split_ok`)."""
+    M, N, K = shape.M, shape.N, shape.K
+    small = N * K * 2 <= WGMMA_DECODE_SMALL_B
+    bn = 64 if small else 128
+    tiles, bands = math.ceil(M / 64) * math.ceil(N / bn), math.ceil(M / 64)
+    # blocks an SM holds: wgmma's launch.smem at BM 64 (STAGES * (BM + BN) * 64 * 2 + 1024), 1 KB the system keeps
+    per_sm = smem_per_sm // (WGMMA_DECODE_STAGES * (64 + bn) * 128 + 2048)
+    if not small and bands > 1 and tiles > per_sm * sms:
+        return ("wgmma_ws", {"BN": 128, "CLUSTER_M": 1},
+                f"{M} rows of C: {tiles} tiles of 64 x 128 would make a second wave: warp-specialised wgmma, "
+                "128 x 128 tiles, stream-K over the last wave")
+    slots = per_sm * sms if small else bands * sms
+    split = split_k(tiles, K, 64, 32, slots) if split_ok else 1
+    params = {"BM": 64, "BN": bn, "STAGES": WGMMA_DECODE_STAGES}
+    if split > 1:
+        params["SPLIT_K"] = split
+    return ("wgmma", params, f"{M} row(s) of C: 64 x {bn} tiles ({tiles} of them"
+            + (f", K in {split} slices" if split > 1 else "") + f"), B streamed {WGMMA_DECODE_STAGES} stages deep")
+
+
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["sm_90"].SMEM_PER_SM,
                 out_dtype: str = "fp32") -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) for the tensor-core types. Where TMA cannot read the rows (K or
@@ -367,10 +410,8 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     otherwise wgmma_tf32. Small unaligned FP16 and BF16 C of up to 48 columns and K of 512 or more takes
     gemv_n with K over a block's warps (GEMV_N_SMALL_*). FP16 and BF16 with up to 4 rows of C (decode: a stream of
     B) take gemv (gemv_rule), with rows at any offset too where its blocks fill the SMs (GEMV_ANY_OFFSET);
-    with up to 64, wgmma's 64-row tiles, 64 columns wide where 128 would leave more than half the SMs idle,
-    with 6 stages of copies in flight, and K split until the blocks fill the SMs' slots; so do 65 to 128
-    rows where the tiles are 64 wide. The rest go to wgmma_ws (128 x 256 tiles, stream-K over the last wave). The wgmma constants were fit to Llama-3's decode shapes
-    (docs/journal.md, "Any shape, any type"), so that suite does not judge them. A 16-bit C (`out_dtype`)
+    with up to 128, wgmma's 64-row tiles (wgmma_decode_rule), tuned on other models' projections than
+    Llama-3's, which judge them. The rest go to wgmma_ws (128 x 256 tiles, stream-K over the last wave). A 16-bit C (`out_dtype`)
     takes neither gemv nor split K, which add partial sums into an FP32 C."""
     M, N, K = shape.M, shape.N, shape.K
     if dtype in ("e4m3", "e5m2"):  # one FP8 rung, not tuned per shape yet (docs/fp8.md)
@@ -406,17 +447,8 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
         return "wgmma_tf32", {}, "TMA and wgmma, 256 x 128 tiles"
     if M <= 4 and split_ok:
         return gemv_rule(shape, sms)
-    bn = 64 if math.ceil(N / 128) < sms / 2 else 128
-    if M <= 64 or M <= 128 and bn == 64:
-        tiles = math.ceil(M / 64) * math.ceil(N / bn)
-        # wgmma's launch.smem at BM 64 and 6 stages (STAGES * (BM + BN) * 64 * 2 + 1024), and 1 KB the system keeps
-        per_sm = smem_per_sm // (6 * (64 + bn) * 128 + 2048)
-        split = split_k(tiles, K, 64, 32, per_sm * sms) if split_ok else 1
-        params = {"BM": 64, "BN": bn, "STAGES": 6}
-        if split > 1:
-            params["SPLIT_K"] = split
-        return ("wgmma", params, f"{M} row(s) of C: 64 x {bn} tiles ({tiles} of them"
-                + (f", K in {split} slices" if split > 1 else "") + "), B streamed 6 stages deep")
+    if M <= 128:
+        return wgmma_decode_rule(shape, sms, smem_per_sm, split_ok)
     return "wgmma_ws", {}, "warp-specialised wgmma, 128 x 256 tiles, stream-K over the last wave"
 
 
