@@ -130,6 +130,23 @@ def head_to_head() -> list[str]:
             f"{docs[0]['rounds']} rounds taken in turn"] + [stamp(d, commit=False) for d in docs]
 
 
+def fp8_modes() -> list[str]:
+    """The README's FP8 table, one row per scaling mode and shape against cuBLASLt in the same run, and its caption."""
+    docs = [json.loads(p.read_text()) for p in sorted(BENCH.glob("h100-fp8-modes/*.json"))]
+    return [gemmlab("report", "--versus", "wgmma_ws_fp8", "--against", "cuBLASLt", *sorted(BENCH.glob("h100-fp8-modes/*.json"))),
+            f"{docs[0]['rounds']} rounds"] + [stamp(d) for d in docs]
+
+
+def test_readme_fp8_table_is_the_committed_results():
+    """Issue 43's README table: every scaling mode of e4m3 at the three shapes, each file one run with cuBLASLt."""
+    docs = [json.loads(p.read_text()) for p in sorted(BENCH.glob("h100-fp8-modes/*.json"))]
+    assert len(docs) == 9 and {d["commit"] for d in docs} == {docs[0]["commit"]}
+    assert {r["params"]["SCALE"] for d in docs for r in d["rows"] if r["variant"] == "wgmma_ws_fp8"} == {"tensor", "row", "block"}
+    assert all(r["status"] == "PASS" for d in docs for r in d["rows"])
+    assert all(part in page("README.md") for part in fp8_modes()), (
+        "paste `gemmlab report --versus wgmma_ws_fp8 --against cuBLASLt benchmarks/h100-fp8-modes/*.json` into the README")
+
+
 def test_readme_head_to_head_tables_are_the_committed_results():
     """The speed goals' runs (benchmarks/regenerate.sh versus): each rung alone with cuBLAS, in the README as measured."""
     docs = [json.loads(p.read_text()) for p in sorted(BENCH.glob("h100-versus-*.json"))]
@@ -188,7 +205,7 @@ def test_every_measured_number_in_the_readme_comes_from_a_committed_result():
     a number typed by hand would go stale when the results are measured again."""
     text = re.sub(r"```.*?```", "", page("README.md"), flags=re.S)
     generated = [table("h100-compare-4096.json"), stamp(load("h100-compare-4096.json")),
-                 versus("spread", "h100-compare-*.json")] + head_to_head() + dist_tables() + random_suites() + best_rungs()
+                 versus("spread", "h100-compare-*.json")] + head_to_head() + fp8_modes() + dist_tables() + random_suites() + best_rungs()
     for part in generated:
         text = text.replace(part, "")
     text = re.sub(r"\[[^\]]*\]\([^)]*\)|`[^`]*`", "", text)  # links and code name files and commands
