@@ -65,6 +65,9 @@ class FakeRuntime:
     def add(self, dst, src) -> None:
         self.enqueue(self.current, lambda: np.add(dst, src, out=dst))
 
+    def evict(self, buf) -> None:
+        self.enqueue(self.current, lambda: buf.sum())
+
     def synchronize(self) -> None:
         while any(self.queues.values()):
             ready = [s for s in self.order if self.queues[s] and

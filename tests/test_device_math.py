@@ -76,3 +76,14 @@ def test_rows_and_speedups():
     assert records.failures(rows) == [broken]
     md = markdown.markdown({"rows": rows})
     assert "| tiled | TILE=32 | 10.000 |" in md and "| broken | TILE=32 | **FAIL**: 5 elements out of bound on the random inputs" in md
+
+
+def test_the_l2_flush_reads_its_buffer_and_writes_nothing():
+    """bench's flush evicts L2 by reading: a written buffer would leave dirty lines whose write-back the
+    timed call pays (docs/checking.md). Checked here on numpy, which has the same array methods."""
+    import numpy as np
+    from gemmlab.gpu.bench import evict_l2
+    for buf in (np.arange(1000, dtype=np.uint8), np.linspace(-1, 1, 1000, dtype=np.float32)):
+        before = buf.copy()
+        evict_l2(buf)
+        assert np.array_equal(buf, before)

@@ -12,6 +12,14 @@ from ..gpu.clocks import ClockWatch
 from .driver import cuda
 
 
+def evict_l2(buf) -> None:
+    """Evict L2 by reading `buf`, larger than any L2: the next call starts cold, and the lines it evicts
+    are clean. Writing the buffer instead (as Triton's do_bench does) leaves L2 full of dirty lines whose
+    write-back the timed call pays: on an H100 that added 3-6 us (10-20%) to decode GEMMs that read
+    32-50 MB, cuBLAS's and ours alike (docs/checking.md)."""
+    buf.sum(dtype=buf.dtype if buf.dtype.kind == "f" else "uint64")
+
+
 def bench(fn, min_reps: int = 10, min_time_ms: float = 100.0, max_reps: int = 1000,
           flush: bool = True, phase=None) -> Timing:
     """Median time of fn() in ms: events around each call, L2 flushed before each call. `phase(text,
@@ -24,7 +32,7 @@ def bench(fn, min_reps: int = 10, min_time_ms: float = 100.0, max_reps: int = 10
         ends = [cupy.cuda.Event() for _ in range(n)]
         for s, e in zip(starts, ends):
             if buf is not None:
-                buf.fill(0)  # evict A, B and C from L2: every repetition starts cold, as a real one would
+                evict_l2(buf)  # A, B and C leave L2: every repetition starts cold, as a real one would
             s.record()
             fn()
             e.record()

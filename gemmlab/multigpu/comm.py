@@ -9,7 +9,7 @@ Comm:     allgather(send, recv, stream), reduce_scatter(send, recv, stream),
           allreduce_max(x, stream)          in place, on a small array
           symmetric(shape, dtype)           (CopyEngineNccl only) an array in a symmetric window
 Runtime:  xp, compute, comm (streams); on(stream) (launches inside go to it); record(stream) -> event;
-          wait(stream, event); fill(x, v) and add(dst, src) on the current stream; synchronize()
+          wait(stream, event); fill(x, v), add(dst, src) and evict(buf) on the current stream; synchronize()
 """
 
 from __future__ import annotations
@@ -214,6 +214,11 @@ class Cuda:
 
     def add(self, dst, src) -> None:
         self.xp.add(dst, src, out=dst)
+
+    def evict(self, buf) -> None:
+        """Read `buf` (larger than L2) on the current stream: L2 holds clean lines of it afterwards."""
+        from ..gpu.bench import evict_l2
+        evict_l2(buf)
 
     def synchronize(self) -> None:
         """Wait for everything on this GPU (the streams are non-blocking: the default stream does not

@@ -55,7 +55,7 @@ class Job:
     warmup: int = 3
     comm_sms: int = 0          # SMs our kernel leaves to NCCL's kernels where they overlap
     min_time_ms: float = 100.0  # repetitions enough to fill this, at least `reps`
-    flush_bytes: int = FLUSH_BYTES  # written before each repetition: the L2 starts cold
+    flush_bytes: int = FLUSH_BYTES  # read before each repetition: the L2 starts cold
     measure: bool = False      # measure NCCL's bandwidth instead (gemmlab/multigpu/bandwidth.py)
 
 
@@ -175,7 +175,7 @@ class Rank:
         for _ in range(reps):
             if self.flush is not None:
                 with rt.on(rt.compute):
-                    rt.fill(self.flush, 0)  # evict the inputs from L2: every repetition starts cold
+                    rt.evict(self.flush)  # the inputs leave L2 (read, so its lines are clean): every repetition starts cold
             barrier()
             rt.spin(rt.compute, int(spin_s * 1e9))
             if before:
