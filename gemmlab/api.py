@@ -406,8 +406,8 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
          progress=True):
     """A GEMM over several GPUs (`gemmlab dist`): one process per GPU, NCCL between them, `variant` (at
     `params`) as each GPU's GEMM. schedule: a name of kernels/dist/ (ring, allgather, reduce_scatter,
-    summa, allgather_ce: the copy engines, with gemmlab[dist]), several, or "all"; each beside its NCCL + cuBLAS baseline without overlap (unless not
-    baseline), and with single, our kernel and cuBLAS on one GPU for the whole problem. The gathered C is
+    summa, allgather_ce: the copy engines, with gemmlab[dist]), several, or "all"; each beside its NCCL +
+    cuBLAS baseline without overlap (unless not baseline), and with single, our kernel and cuBLAS on one GPU for the whole problem. The gathered C is
     checked element by element before anything is timed. gpus: this host's N GPUs (default all); under
     mpirun, srun or torchrun the launcher's ranks instead (store: a file that passes the NCCL id where no
     MPI or torch is there). comm_sms: SMs our kernel leaves to NCCL where they overlap. measure: NCCL's
@@ -464,7 +464,8 @@ def _schedule_names(schedule, cat: dict, world) -> list[str]:
         import math
         from .multigpu.comm import copy_engines_missing
         n, ce = world(), copy_engines_missing() is None
-        return [name for name, s in cat.items() if (not s.square or math.isqrt(n) ** 2 == n) and (ce or not s.copy_engines)]
+        return [name for name, s in cat.items()
+                if (not s.square or math.isqrt(n) ** 2 == n) and (ce or not s.copy_engines)]
     for n in names:
         if n not in cat:
             raise GemmlabError(f"no schedule '{n}'", hint="the schedules: " + ", ".join(sorted(cat)) + ", or all")

@@ -175,7 +175,7 @@ class Rank:
         for _ in range(reps):
             if self.flush is not None:
                 with rt.on(rt.compute):
-                    rt.evict(self.flush)  # the inputs leave L2 (read, so its lines are clean): every repetition starts cold
+                    rt.evict(self.flush)  # inputs out of L2, its lines clean: every repetition starts cold
             barrier()
             rt.spin(rt.compute, int(spin_s * 1e9))
             if before:

@@ -14,8 +14,8 @@ executor knows (gemmlab/multigpu/execute.py), turn the pieces into C:
 
 A split is "rows", "cols", "grid" (q x q blocks) or "whole". A schedule's `engines` says what moves its
 data: "sm" (NCCL's kernels, on the SMs, the default) or "copy" (NCCL's copy-engine collectives: a
-communicator with the zero-CTA policy, the gathered buffers in symmetric windows; no SM is taken). `check_steps` follows the layouts through
-the steps, so a file whose steps cannot make its C is refused when it is read, with the reason. Everything
+communicator with the zero-CTA policy, the gathered buffers in symmetric windows; no SM is taken).
+`check_steps` follows the layouts through the steps, so a file whose steps cannot make its C is refused when it is read, with the reason. Everything
 else here is arithmetic on shapes: each rank's blocks, its local GEMMs, the bytes it sends. No GPU.
 """
 
@@ -99,7 +99,8 @@ def load(path: Path) -> Schedule:
         raise _where(path, f"grid is 'line' or 'square', not {grid!r}")
     engines = doc.get("engines", "sm")
     if engines not in ENGINES:
-        raise _where(path, f"engines is 'sm' (NCCL's kernels) or 'copy' (NCCL's copy-engine collectives), not {engines!r}")
+        raise _where(path, f"engines is 'sm' (NCCL's kernels) or 'copy' (NCCL's copy-engine collectives), "
+                           f"not {engines!r}")
     sched = Schedule(doc["name"], doc["pattern"], doc["idea"], split, tuple(steps), doc.get("baseline", doc["name"]),
                      grid == "square", str(path), engines)
     try:
@@ -268,7 +269,8 @@ def rank_plan(sched: Schedule, shape: Shape, ranks: int, rank: int, dtype: str =
             gemms += [(a.rows, b.cols, K)] * ranks
             sent += (ranks - 1) * a.size * item
         elif s.op == "allgather_overlap":
-            piece = _part(sched, f"each rank's {a.rows} rows of A cut into {s.chunks} chunks", a.rows, s.chunks, "M / P")
+            piece = _part(sched, f"each rank's {a.rows} rows of A cut into {s.chunks} chunks", a.rows, s.chunks,
+                          "M / P")
             gemms += [(a.rows, b.cols, K)] + [(piece, b.cols, K)] * (s.chunks * (ranks - 1))
             sent += (ranks - 1) * a.size * item
         elif s.op == "summa":
