@@ -1,8 +1,10 @@
 """Without a GPU: the FP32 kernels written in plain CUDA (no inline PTX but cp.async; a workspace and a
 second kernel allowed), and gemv's 16-bit ones (its streaming loads read plainly), run on the CPU, one fiber per CUDA thread taking turns at the barriers
 (tests/emulate/), and must compute A @ B on odd shapes and write every element of C. This checks a kernel's
-indexing, bounds and barriers, not its speed, and not what only a GPU does (memory alignment, races the
-barriers would hide, a cp.async read before its wait: the emulator copies at once)."""
+indexing, bounds, barriers and the alignment of its vector accesses (float2, float4 and uint4 have CUDA's
+alignment, checked by the sanitizer), with the H100's code paths (__CUDA_ARCH__ 900); not its speed, and
+not what only a GPU does (races the barriers would hide, a cp.async read before its wait: the emulator
+copies at once)."""
 
 import re
 import shutil
@@ -58,12 +60,19 @@ LADDER = {v.name: v for v in gemmlab.catalog().ladder()}  # read once: the same 
 PLAIN = [name for name, v in LADDER.items() if plain(v)]
 
 
+# The shim's float2, float4 and uint4 have CUDA's alignment, and the sanitizer stops a run at the first
+# access through a misaligned one: the bus error a GPU would raise.
+ALIGNED = ["-fsanitize=alignment", "-fno-sanitize-recover=alignment"]
+# ... and the kernels' code for the H100 (sm_90), where it differs: float2 and float4 atomics.
+ARCH = ["-D__CUDA_ARCH__=900"]
+
+
 def build(tmp_path, source: str, defines=()):
     """The emulator (tests/emulate/main.cpp) built around the kernel `source`. Unoptimised: g++ -O1 took
     0.2 s more a build, and the runs, small shapes whose time goes into switching fibers, gained nothing."""
     (tmp_path / "kernel.cu").write_text(source)
     exe = tmp_path / "kernel"
-    r = subprocess.run(["g++", "-std=c++20", "-O0", "-w", f"-I{HARNESS}", f"-I{tmp_path}", *defines,
+    r = subprocess.run(["g++", "-std=c++20", "-O0", "-w", *ALIGNED, *ARCH, f"-I{HARNESS}", f"-I{tmp_path}", *defines,
                         '-DKERNEL="kernel.cu"', "-o", str(exe), str(HARNESS / "main.cpp")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     return exe
@@ -148,6 +157,21 @@ def test_more_configurations(tmp_path, name, params, shapes):
     v = LADDER[name]
     results = emulate(tmp_path, v, v.resolve(params), shapes)
     assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
+
+
+@pytest.mark.parametrize("name,params", [("pipelined", {}), ("pipelined", {"SPLIT_K": 4}), ("skinny_async", {})])
+@pytest.mark.parametrize("edit", [
+    ("if ((at & 3) == 0) {", "if ((at & 1) == 0) {"),            # 16 bytes where only 8 are aligned
+    ("} else if ((at & 1) == 0) {", "} else if (true) {"),      # 8 bytes at an odd float
+])
+def test_a_store_wider_than_its_alignment_fails(tmp_path, name, params, edit):
+    """C's rows start at every alignment where N % 4 != 0 (kernels/lib/store.j2): a vector access wider than
+    its address allows is the GPU's misaligned-address fault, and the emulator's alignment check stops the
+    run there. N = 33 and 130 give rows at odd and at even offsets."""
+    v = LADDER[name]
+    assert edit[0] in render(v, v.resolve(params)).source
+    with pytest.raises(AssertionError, match="misaligned address"):
+        emulate(tmp_path, v, v.resolve(params), [(17, 33, 65), (37, 130, 97)], edit=edit)
 
 
 # gemv reads its 16-bit inputs as raw 16-byte words and shuffles them. With ANY_OFFSET (issue 45) on shapes

@@ -30,7 +30,7 @@ template <class T> inline T max(T a, T b) { return a < b ? b : a; }
 
 struct dim3 { unsigned x, y, z; };
 dim3 threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's (run_grid sets it)
-struct float4 { float x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };  // CUDA's alignment: a misaligned access fails (-fsanitize=alignment)
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 // What the 16-bit rungs that read their inputs as raw words use (gemv): the types (their headers,
 // cuda_bf16.h and cuda_fp16.h beside this file, are empty), 16-byte words, bit casts, __ldg, the funnel
@@ -38,9 +38,9 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 struct __nv_bfloat16 { unsigned short bits; };
 struct __half { unsigned short bits; };
 struct __half2 { __half x, y; };
-struct float2 { float x, y; };
+struct alignas(8) float2 { float x, y; };
 inline float2 make_float2(float x, float y) { return {x, y}; }
-struct uint4 { unsigned x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
@@ -95,6 +95,14 @@ inline void __syncwarp(unsigned = 0xffffffffu) { warp_barriers[linear_thread() /
 
 // One fiber runs at a time and none is interrupted between two barriers: plain reads and writes are atomic.
 inline float atomicAdd(float* p, float v) { const float old = *p; *p = old + v; return old; }
+// sm_90's vector atomics (the emulator compiles the kernels' __CUDA_ARCH__ >= 900 paths, the H100's)
+inline float2 atomicAdd(float2* p, float2 v) { const float2 old = *p; *p = {old.x + v.x, old.y + v.y}; return old; }
+inline float4 atomicAdd(float4* p, float4 v)
+{
+    const float4 old = *p;
+    *p = {old.x + v.x, old.y + v.y, old.z + v.z, old.w + v.w};
+    return old;
+}
 inline unsigned atomicAdd(unsigned* p, unsigned v) { const unsigned old = *p; *p = old + v; return old; }
 inline void store_release_now(unsigned* p, unsigned v) { *p = v; }
 inline unsigned load_acquire_now(const unsigned* p) { return *p; }
