@@ -231,7 +231,7 @@ fp8() {  # FP8 (issue 43): wgmma_ws_fp8 per scaling mode, e4m3 and e5m2, 5 round
 
 fp8holdout() {  # FP8 (issue 43) on shapes never tuned on: 5 drawn now (M, N, K multiples of 128 in 2048..16384; SEED=
     # repeats a draw), then the three tuned ones, per-tensor e4m3 beside cuBLASLt, 3 rounds taken in turn, in one compare
-    # each with block scales (fp8_block) and the candidates of benchmarks/h100-fp8-holdout/cands; e5m2 once
+    # each with block scales (benchmarks/h100-fp8-holdout/fp8_block.cu.j2, so that both are in one run); e5m2 once
     local seed=${SEED:-$(python3 -c "import random; print(random.SystemRandom().randrange(2**31))")} x M N K
     local held=$(python3 -c "
 import random; rng = random.Random($seed); tuned = {(4096, 4096, 4096), (8192, 8192, 4096), (8192, 8192, 8192)}; out = []
@@ -240,15 +240,15 @@ while len(out) < 5:
     if s not in tuned and s not in out: out.append(s)
 print(' '.join('x'.join(map(str, s)) for s in out))")
     echo "hold-out seed $seed: $held" | tee "$dir/holdout.txt"
-    local v=wgmma_ws_fp8,fp8_ends,fp8_run16,fp8_s5,fp8_block cands=benchmarks/h100-fp8-holdout/cands
+    local v=wgmma_ws_fp8,fp8_block kdir=benchmarks/h100-fp8-holdout
     for x in $held 4096x4096x4096 8192x8192x4096 8192x8192x8192; do
         IFS=x read -r M N K <<< "$x"
         local tag=tuned; [[ " $held " == *" $x "* ]] && tag=holdout
-        keep compare --variants $v --kernels-dir $cands --dtype e4m3 -M "$M" -N "$N" -K "$K" --rounds 3 --refs cublaslt \
+        keep compare --variants $v --kernels-dir $kdir --dtype e4m3 -M "$M" -N "$N" -K "$K" --rounds 3 --refs cublaslt \
             --out "$dir/$p-fp8-e4m3-$tag-$x.json"
     done
     IFS=x read -r M N K <<< "${held%% *}"
-    keep compare --variants wgmma_ws_fp8,fp8_block --kernels-dir $cands --dtype e5m2 -M "$M" -N "$N" -K "$K" --rounds 3 \
+    keep compare --variants $v --kernels-dir $kdir --dtype e5m2 -M "$M" -N "$N" -K "$K" --rounds 3 \
         --refs cublaslt --out "$dir/$p-fp8-e5m2-holdout-${held%% *}.json"
 }
 
