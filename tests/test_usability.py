@@ -31,6 +31,22 @@ def test_result_rows_name_templates_without_this_machines_directories(tmp_path, 
     assert records.row(Result("cuBLAS", {}, Shape(8, 8, 8), source="cupy.matmul"), 1e12)["source"] == "cupy.matmul"
 
 
+def test_result_files_carry_the_command_line_that_made_them():
+    import click
+    from click.testing import CliRunner
+    from gemmlab.cli.common import Cli
+    seen = []
+    group = Cli()
+
+    @group.command()
+    @click.option("--shapes")
+    def probe(shapes):
+        seen.append(records.meta("probe"))
+
+    assert CliRunner().invoke(group, ["probe", "--shapes", "my model.toml"]).exit_code == 0
+    assert seen[0]["command_line"] == "gemmlab probe --shapes 'my model.toml'"
+    assert "command_line" not in records.meta("api")  # a later Python call is not that command
+
 def test_committed_results_hold_no_absolute_paths():
     tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "*.json"], capture_output=True, text=True).stdout.split()
     if not tracked:

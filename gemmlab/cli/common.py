@@ -9,6 +9,7 @@ import json
 from contextlib import contextmanager
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from ..present import export
 from ..errors import GemmlabError
 from ..files import new_file
 from ..jobs import DEFAULT_TIMEOUT_S
+from ..results.records import COMMAND_LINE
 from ..templates import DTYPES
 
 
@@ -68,9 +70,12 @@ class Cli(click.Group):
     """Turns GemmlabError (and the few library errors a user can provoke) into one clear message; and
     click's usage errors (usage, "Try --help" and the error: three lines) into one line, exit status 2."""
 
-    def make_context(self, *args, **kwargs):
+    def make_context(self, info_name, args, *rest, **kwargs):
+        # The command line as typed goes into every result file this command writes (records.meta), so a
+        # committed result says exactly what made it; through the environment, to the worker processes too.
+        os.environ[COMMAND_LINE] = shlex.join(["gemmlab", *args])
         try:
-            return super().make_context(*args, **kwargs)
+            return super().make_context(info_name, args, *rest, **kwargs)
         except click.UsageError as e:
             _usage_error(e)
 
@@ -101,6 +106,8 @@ class Cli(click.Group):
                 raise
             _fail(ctx, f"internal error ({type(e).__name__}): {e}",
                   "this is a gemmlab bug; rerun with GEMMLAB_DEBUG=1 for the traceback")
+        finally:  # a later call of the Python API in this process is not this command
+            os.environ.pop(COMMAND_LINE, None)
 
 
 def _usage_error(e: click.UsageError):

@@ -33,11 +33,19 @@ def git_commit() -> str | None:
         return None
 
 
+# The `gemmlab ...` command line being run, set by the CLI (cli/common.py) for the command's duration.
+COMMAND_LINE = "GEMMLAB_COMMAND_LINE"
+
+
 def meta(command: str, device=None, shape=None, seed=None, dtype: str = "fp32") -> dict:
+    """What every result document starts with: the command (and, from the CLI, its whole command line),
+    when, which gemmlab commit, NVRTC and cupy, the device, the shape, the seed and the input type."""
     from ..compile import nvrtc_version
     out = {"gemmlab": __version__, "command": command,
            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
            "commit": git_commit(), "nvrtc": nvrtc_version()}
+    if os.environ.get(COMMAND_LINE):
+        out["command_line"] = os.environ[COMMAND_LINE]
     try:
         import cupy
         out["cupy"] = cupy.__version__
