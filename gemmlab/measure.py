@@ -168,11 +168,13 @@ def save_best(doc: dict, rows: list[dict], shape: Shape, reporter: Reporter) -> 
 
 
 def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Variant], cat: Catalog, opts: Options,
-                add, reporter: Reporter, out_path: Path | None = None, record: bool = True) -> dict:
+                add, reporter: Reporter, out_path: Path | None = None, record: bool = True,
+                about: dict | None = None) -> dict:
     """Run the variants (at their defaults; auto chosen per shape) and cuBLAS on each shape in turn, one
     worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep (auto's row
-    says chosen_by = "auto"); with out_path the results so far are saved after each shape. Ctrl-C stops
-    after the shape in flight. The document, its rows included."""
+    says chosen_by = "auto"); with out_path the results so far are saved after each shape, with `about`
+    in the document (what a file cut short must still say). Ctrl-C stops after the shape in flight. The
+    document, its rows included."""
     doc, rows, said = None, [], set()
     for i, shape in enumerate(shapes):
         reporter.phase(f"shape {i + 1} of {len(shapes)}: {shape}")
@@ -182,7 +184,7 @@ def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Varia
                             shape, opts, reporter, keep_going=True, record=record, said=said)
         if auto and got and not metrics.is_reference(got[0]):
             got[0]["chosen_by"] = "auto"
-        doc = doc or d
+        doc = doc or dict(d, **(about or {}))
         if said - set(doc.get("notes", [])):  # each note once, from whichever shape gave it
             doc["notes"] = doc.get("notes", []) + sorted(said - set(doc.get("notes", [])))
         rows += add(shape, d, got)
@@ -224,12 +226,12 @@ def suite(shapes, auto: bool, named: list[Variant], cat: Catalog, opts: Options,
         def add(shape, d, got):
             return [suites.annotate_problem(r, entries[str(shape)], opts.problem) for r in got]
 
+    about = {"suite": {"name": shapes.name, "description": shapes.description, "source": shapes.source}}
     doc = over_shapes("suite", [e.shape for e in shapes.entries], auto, named, cat, opts, add, reporter, out_path,
-                      record)
+                      record, about)
     if opts.problem == "gemm":
         doc["bandwidth_tbs"] = bandwidth / 1e12
-    doc.update(suite={"name": shapes.name, "description": shapes.description, "source": shapes.source},
-               summary=suites.summary(doc["rows"]))
+    doc["summary"] = suites.summary(doc["rows"])
     if out_path:
         write_atomic(out_path, dump(doc))
     return doc

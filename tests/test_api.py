@@ -16,7 +16,7 @@ from test_cli import invoke
 
 def strip_run(doc):
     """A run's document without what differs between two runs of the same thing."""
-    out = {k: v for k, v in doc.items() if k not in ("date", "rows")}
+    out = {k: v for k, v in doc.items() if k not in ("date", "rows", "command_line")}  # the CLI's alone says it
     out["rows"] = [{k: v for k, v in r.items() if k not in ("vs_last", "vs_last_text", "changed", "vs_last_noise",
                                                            "outside_noise", "compile_ms", "cached")}
                    for r in doc["rows"]]

@@ -12,6 +12,7 @@ from gemmlab import problems, suites
 from gemmlab.errors import GemmlabError
 from gemmlab.results import tuning
 from gemmlab.results.model import Shape
+from conftest import ROOT
 from test_cli import invoke
 
 
@@ -169,6 +170,23 @@ def test_report_shows_a_saved_suite_with_its_summary(fake_gpu, tmp_path):
     assert "| variant | shapes | failed | geomean x cuBLAS | min x cuBLAS | at or above 1.00x |" in md
     assert "| auto | 2 | 0 |" in md
 
+
+def test_report_suites_sums_up_several_files_one_of_them_cut_short(fake_gpu, tmp_path):
+    drawn, lab = tmp_path / "r.json", tmp_path / "lab.json"
+    assert invoke("suite", "--random", 2, "--seed", 3, "--dtype", "bf16", "--out", drawn).exit_code == 0
+    assert invoke("suite", "--only", "256x256x256,128x128x32768", "--out", lab).exit_code == 0
+    doc = json.loads(lab.read_text())
+    del doc["summary"]  # as a run stopped by a time limit leaves it: rows saved shape by shape, no summary
+    doc["rows"] = doc["rows"][:2]
+    lab.write_text(json.dumps(doc))
+    md = invoke("report", "--suites", drawn, lab)
+    assert md.exit_code == 0, md.output
+    lines = md.stdout.splitlines()
+    assert lines[0] == "| suite | type | variant | shapes | failed | geomean x cuBLAS | min x cuBLAS | at or above 1.00x |"
+    assert lines[2].startswith("| random, seed 3 | bf16 | auto | 2 | 0 | ")
+    assert lines[3].startswith("| lab | fp32 | auto | 1 | 0 | ") and len(lines) == 4
+    wrong = invoke("report", "--suites", drawn, ROOT / "benchmarks/h100-compare-1024.json")
+    assert wrong.exit_code == 1 and "--suites needs `gemmlab suite --json` files" in wrong.output
 
 def test_run_auto_chooses_for_the_input_type_and_says_why(fake_gpu):
     r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 16, "-N", 4096, "-K", 4096, "--json")

@@ -20,10 +20,12 @@ from .common import (_is_device, _is_profile, _load_results, _plot, _print_rows,
 @click.option("--against", metavar="ROW", default="cuBLAS", show_default=True,
               help="With --versus: the row to compare with (cuBLASLt, Triton, or another variant).")
 @click.option("--best", is_flag=True, help="Problems besides GEMM: one markdown table, each file's fastest rung against cupy.")
+@click.option("--suites", "summaries", is_flag=True,
+              help="`suite` files: one markdown table of each file's summary (geomean, minimum, share at 1.00x).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="`dist` files: one plot of time against GPUs over all of them (PNG, SVG or PDF by suffix).")
 @output_options
-def report_cmd(files, as_markdown, versus, against, best, plot_path, as_json, as_csv):
+def report_cmd(files, as_markdown, versus, against, best, summaries, plot_path, as_json, as_csv):
     """Show saved `--json` results again (of any command that writes them): as tables, markdown, or all
     their rows as JSON or CSV."""
     fmt = output_format(as_json, as_csv, as_markdown)
@@ -41,6 +43,14 @@ def report_cmd(files, as_markdown, versus, against, best, plot_path, as_json, as
             raise GemmlabError("--best needs `compare --problem ... --json` files of problems besides gemm")
         from ..present.problem_tables import best_markdown
         click.echo(best_markdown(docs))
+        return
+    if summaries:
+        if fmt in ("json", "csv") or versus or best:
+            raise GemmlabError("--suites prints one markdown table; it goes with no other form")
+        if any(d.get("command") != "suite" for d in docs):
+            raise GemmlabError("--suites needs `gemmlab suite --json` files; not all of these are")
+        from ..suites import summary  # a file cut short (a time limit) has rows but no summary yet
+        click.echo(markdown.suites_markdown([dict(d, summary=d.get("summary") or summary(d["rows"])) for d in docs]))
         return
     if versus:
         if fmt in ("json", "csv"):

@@ -34,6 +34,21 @@ def suite_markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def suites_markdown(docs: list[dict]) -> str:
+    """Saved `suite --json` documents in one table (`report --suites`): per file and variant, the suite (a
+    random draw with its seed, so the caption's command can be run again), the input type and the summary."""
+    ref = yardstick(docs[0])
+    lines = [f"| suite | type | variant | shapes | failed | geomean x {ref} | min x {ref} | at or above 1.00x |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for d in docs:
+        name = (d.get("suite") or {}).get("name") or "suite"
+        name = f"random, seed {d['seed']}" if name == "random" else name
+        lines += [f"| {name} | {d.get('dtype', 'fp32')} | {x['variant']} | {x['shapes']} | {x['failed']} | "
+                  f"{fmt(x['geomean'], '.3f')} | {fmt(x['min'], '.3f')} | "
+                  f"{fmt(x['at_or_above'] and 100 * x['at_or_above'], '.0f')}% |" for x in d["summary"]]
+    return "\n".join(lines)
+
+
 def _gemm_suite_lines(doc: dict) -> list[str]:
     lines = ["| M x N x K | variant | TFLOP/s | % of peak | FLOP/B | bound | % of bound | x cuBLAS | target |",
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
