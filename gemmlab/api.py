@@ -429,6 +429,13 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
         dtype = v.dtype(resolved)
     dtype = dtype or "bf16"
     names = [] if measure else _schedule_names(schedule, cat, lambda: _world(gpus, from_env().world))
+    waits = v is not None and "ARRIVAL" in v.params  # our kernel can wait for rows as they arrive
+    if schedule == "all":
+        names = [n for n in names if waits or not cat[n].arrival]
+    for n in names:
+        if cat[n].arrival and not waits:
+            raise GemmlabError(f"{n} starts one GEMM on rows as they arrive, which needs a variant with an ARRIVAL "
+                               f"parameter, not {v.name if v else 'cuBLAS'}", hint="--variant wgmma_ws")
     items = []
     for name in names:
         items.append(Item(name, v.name if v else "cuBLAS", True, "ours" if v else "baseline"))

@@ -59,6 +59,14 @@ class FakeRuntime:
     def wait(self, stream, event) -> None:
         self.queues[stream].append(("wait", event))
 
+    def until(self, stream, predicate) -> None:
+        """The stream goes no further until predicate() holds (a kernel polling memory)."""
+        self.queues[stream].append(("until", predicate))
+
+    def write_value(self, stream, flags, index, value) -> None:
+        assert flags.dtype == np.uint32 and 0 <= index < flags.size
+        self.enqueue(stream, lambda: flags.__setitem__(index, value & 0xFFFFFFFF))
+
     def fill(self, x, value) -> None:
         self.enqueue(self.current, lambda: x.fill(value))
 
@@ -70,8 +78,7 @@ class FakeRuntime:
 
     def synchronize(self) -> None:
         while any(self.queues.values()):
-            ready = [s for s in self.order if self.queues[s] and
-                     (self.queues[s][0][0] != "wait" or self.queues[s][0][1].done)]
+            ready = [s for s in self.order if self.queues[s] and self._can_run(self.queues[s][0])]
             if not ready:
                 raise AssertionError("the streams wait on each other: an event is waited for and never recorded")
             kind, x = self.queues[ready[0]].popleft()
@@ -79,6 +86,11 @@ class FakeRuntime:
                 x()
             elif kind == "record":
                 x.done = True
+
+    @staticmethod
+    def _can_run(head) -> bool:
+        kind, x = head
+        return x.done if kind == "wait" else x() if kind == "until" else True
 
     def spin(self, stream, ns) -> None:
         pass
@@ -163,8 +175,28 @@ def numpy_gemm(rt: FakeRuntime, dtype: str):
     def value(x):
         return from_bf16(x) if dtype == "bf16" else x.astype(np.float32)
 
-    def gemm(A, B, C):
+    def gemm(A, B, C, arrival=None):
+        if arrival is not None:
+            return arrival_launch(A, B, C, arrival)
         return lambda: rt.enqueue(rt.current, lambda: np.matmul(value(A), value(B), out=C))
+
+    def arrival_launch(A, B, C, a):
+        """What an ARRIVAL kernel does (kernels/lib/arrival.j2): the rank's own pieces at once, then chunk by
+        chunk the others' pieces, each after its flag holds the epoch the launch was given."""
+        mc, P, r = a.piece_rows, a.ranks, a.rank
+        assert A.shape[0] == C.shape[0] == a.rows
+
+        def piece(c, p):
+            src, dst = (c * P + p) * mc, (p * a.chunks + c) * mc
+            np.matmul(value(A[src:src + mc]), value(B), out=C[dst:dst + mc])
+
+        def launch():
+            epoch, stream = a.epoch, rt.current  # the kernel's argument: the epoch when it is launched
+            rt.enqueue(stream, lambda: [piece(c, r) for c in range(a.chunks)])
+            for c in range(a.chunks if P > 1 else 0):  # one rank: every tile its own, nothing to wait for
+                rt.until(stream, lambda c=c: ((int(a.flags[c]) - epoch) & 0xFFFFFFFF) < 1 << 31)
+                rt.enqueue(stream, lambda c=c: [piece(c, p) for p in range(P) if p != r])
+        return launch
     return gemm
 
 

@@ -14,7 +14,7 @@ from dist_fakes import FakeComm, FakeRuntime, numpy_gemm, run_ranks
 
 CASES = [("allgather", n) for n in (1, 2, 3, 4)] + [("reduce_scatter", n) for n in (1, 2, 3, 4)] + \
         [("ring", n) for n in (1, 2, 3, 4, 5)] + [("summa", n) for n in (1, 4, 9)] + \
-        [("allgather_ce", n) for n in (1, 2, 3, 4, 5)]
+        [("allgather_ce", n) for n in (1, 2, 3, 4, 5)] + [("allgather_arrival", n) for n in (1, 2, 3, 5)]
 
 
 def run_schedule(name, ranks, shape, policy="compute", overlap=True, dtype="bf16", seed=5, repeat=2, sync=True):
@@ -74,6 +74,90 @@ def test_the_all_gather_in_chunks_beside_the_gemms(tmp_path, ranks, chunks, poli
     assert [n for _, op, n in world.log if op == "symmetric"] == [0] * ranks  # one window a rank, same order
 
 
+def arriving(tmp_path, chunks):
+    """allgather_arrival.toml with `chunks` chunks."""
+    text = open(sch.get("allgather_arrival").path).read()
+    text = text.replace('name = "allgather_arrival"', 'name = "arriving"')
+    text = "\n".join(f"chunks = {chunks}" if line.startswith("chunks =") else line for line in text.splitlines())
+    (tmp_path / "arriving.toml").write_text(text)
+    s = sch.get("arriving", (tmp_path,))
+    assert s.arrival and s.steps[0].chunks == chunks
+    return s
+
+
+@pytest.mark.parametrize("ranks,chunks", [(1, 2), (2, 1), (2, 2), (3, 3), (4, 2), (5, 1)])
+@pytest.mark.parametrize("policy", ["compute", "comm"])
+def test_one_launch_waits_for_each_chunk_s_flag(tmp_path, ranks, chunks, policy):
+    """The stand-in kernel (dist_fakes.numpy_gemm) does what kernels/lib/arrival.j2 does: its own rows at
+    once, then each chunk's after that chunk's flag holds the launch's epoch. Repetitions queued back to back,
+    the compute stream run as far ahead as it may: a flag raised before its chunk lands, or one left from
+    an earlier repetition, would let it read poisoned rows."""
+    shape = Shape(ranks * chunks * 4, 60, 48)
+    C, plans, world = run_schedule(arriving(tmp_path, chunks), ranks, shape, policy, repeat=3, sync=False)
+    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+    assert verdict.passed and bad == [], verdict.summary()
+    assert [op for _, op, _ in world.log].count("allgather") == ranks * chunks * 3 * (ranks > 1)
+
+
+def stale(run, launch, moves, arrival):
+    """_arrive_beside without a new epoch: the flags still hold the last repetition's (or compute_only's)."""
+    for c, (send, whole) in enumerate(moves):
+        run.comm.allgather(send, whole, run.rt.comm)
+        run.rt.write_value(run.rt.comm, arrival.flags, c, arrival.epoch)
+    run._on_compute(launch)
+
+
+def early(run, launch, moves, arrival):
+    """_arrive_beside with each flag raised before its chunk's all-gather."""
+    arrival.epoch += 1
+    for c, (send, whole) in enumerate(moves):
+        run.rt.write_value(run.rt.comm, arrival.flags, c, arrival.epoch)
+        run.comm.allgather(send, whole, run.rt.comm)
+    run._on_compute(launch)
+
+
+@pytest.mark.parametrize("planted", [stale, early])
+def test_a_stale_or_early_flag_lets_the_gemm_read_rows_not_there(tmp_path, monkeypatch, planted):
+    """The hostile order catches the two ways the flags can lie: C is wrong (NaN from the poisoned rows)."""
+    monkeypatch.setattr(RankRun, "_arrive_beside", planted)
+    shape = Shape(2 * 2 * 4, 60, 48)
+    sched = arriving(tmp_path, 2)
+    plans = [sch.rank_plan(sched, shape, 2, r, "bf16") for r in range(2)]
+
+    def body(world, rank):
+        rt = FakeRuntime("compute")
+        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
+        run.compute_only()  # as a rank does before its check: the flags hold epoch 1
+        rt.synchronize()
+        run.poison()
+        run.once()
+        rt.synchronize()
+        return gather(run, plans, shape, run.comm, rt)
+    (C, _), _ = run_ranks(2, body)
+    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+    assert not verdict.passed and bad == [0, 1]
+
+
+def test_compute_only_raises_the_flags_itself(tmp_path):
+    """The GEMM alone: no all-gather comes, so the compute stream raises every flag before the launch (without
+    that the stand-in kernel would wait for ever: the streams' deadlock check fires)."""
+    shape = Shape(3 * 2 * 4, 60, 48)
+    sched = arriving(tmp_path, 2)
+    plans = [sch.rank_plan(sched, shape, 3, r, "bf16") for r in range(3)]
+
+    def body(world, rank):
+        rt = FakeRuntime()
+        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
+        flags = []
+        rt.write_value = lambda stream, f, i, v: (flags.append(f), FakeRuntime.write_value(rt, stream, f, i, v))
+        for _ in range(2):
+            run.compute_only()
+            rt.synchronize()
+        return len(run.gemms), [int(x) for x in flags[0]]
+    out, world = run_ranks(3, body)
+    assert out == [(1, [2, 2])] * 3 and [op for _, op, _ in world.log] == ["symmetric"] * 3
+
+
 def test_a_chunk_count_that_does_not_divide_the_block(tmp_path):
     with pytest.raises(GemmlabError, match=r"chunked splits M / P = 6 over 4 parts") as e:
         sch.rank_plan(chunked(tmp_path, 4), Shape(12, 8, 8), 2, 0)
@@ -91,7 +175,7 @@ def test_repetitions_queued_back_to_back(name, ranks, policy):
 
 
 @pytest.mark.parametrize("name,ranks", [("ring", 3), ("summa", 4), ("allgather", 2), ("reduce_scatter", 3),
-                                       ("allgather_ce", 3)])
+                                       ("allgather_ce", 3), ("allgather_arrival", 3)])
 def test_bytes_sent_are_the_arithmetics(name, ranks):
     shape = Shape(36, 60, 48)
     _, plans, world = run_schedule(name, ranks, shape, repeat=1)
@@ -101,7 +185,7 @@ def test_bytes_sent_are_the_arithmetics(name, ranks):
         assert sent - gathered == p.sent
 
 
-@pytest.mark.parametrize("name,ranks", [("ring", 4), ("summa", 4), ("allgather_ce", 3)])
+@pytest.mark.parametrize("name,ranks", [("ring", 4), ("summa", 4), ("allgather_ce", 3), ("allgather_arrival", 3)])
 def test_without_overlap_the_same_product(name, ranks):
     shape = Shape(36, 60, 48)
     C, plans, _ = run_schedule(name, ranks, shape, overlap=False)

@@ -85,6 +85,20 @@ def test_the_copy_engine_all_gather_beside_the_gemms(shape):
 
 
 @two
+@pytest.mark.skipif(not copy_engines(), reason='needs nccl4py (pip install "gemmlab[dist]")')
+@pytest.mark.parametrize("shape", [(1024, 2048, 1024), (2048, 512, 768)])
+def test_one_launch_that_starts_on_rows_as_they_arrive(shape):
+    """allgather_arrival: the check poisons the rows the all-gather brings, so a tile that did not wait for
+    its chunk's flag reads NaN and fails it; a deadlock (a flag never raised) is the timeout's fault."""
+    rs = dist("allgather_arrival", "wgmma_ws", shape=shape, dtype="bf16", timeout=60)
+    assert rs.exit_status == 0 and not rs.meta.get("fault"), rs.meta.get("fault")
+    assert [(r["schedule"], r["status"]) for r in rs] == [("allgather_arrival", "PASS"), ("allgather", "PASS")], \
+        rs.to_dicts()
+    assert rs[0]["overlap"] and rs[0]["params"]["ARRIVAL"] is True  # rows are read-only: lists become tuples
+    assert [list(g) for g in rs[0]["gemms"]] == [[shape[0], shape[1] // 2, shape[2]]]  # one launch, all of C's rows
+
+
+@two
 def test_nccl_bandwidth():
     rs = dist(measure=True)
     ops = {"all-gather", "send/recv"} | ({"all-gather (copy engines)", "all-gather beside a full GPU",

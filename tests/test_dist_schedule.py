@@ -92,6 +92,14 @@ BAD = [
      "chunks is a number of all-gathers"),
     ('split = {A = "cols", B = "rows", C = "cols"}\nsteps = [{op = "allgather_overlap", operand = "A"}]',
      "allgather_overlap brings every rank's rows of A to each: A split by rows, B by cols"),
+    ('split = {A = "rows", B = "cols", C = "cols"}\n'
+     'steps = [{op = "allgather_overlap", operand = "A", arrival = true}]',
+     'arrival = true needs engines = "copy": the GEMM holds every SM'),
+    ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
+     'steps = [{op = "allgather", operand = "A", arrival = true}, {op = "gemm"}]',
+     "arrival belongs to allgather_overlap"),
+    ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
+     'steps = [{op = "allgather_overlap", operand = "A", arrival = 1}]', "arrival is true or false, not 1"),
 ]
 
 
@@ -120,3 +128,13 @@ def test_the_copy_engine_all_gather():
     m = SHAPE.M // 4
     assert p.gemms == ((m, SHAPE.N // 4, SHAPE.K),) * 4 and p.flops * 4 == SHAPE.flops
     assert p.sent == sch.rank_plan(sch.get("allgather"), SHAPE, 4, 2).sent == 3 * m * SHAPE.K * 2
+
+
+def test_one_launch_that_waits_for_rows_as_they_arrive():
+    s, ce = sch.get("allgather_arrival"), sch.get("allgather_ce")
+    assert s.arrival and s.copy_engines and s.overlaps and s.baseline == "allgather" and s.steps[0].chunks >= 1
+    assert not any(sch.get(n).arrival for n in ("allgather", "ring", "reduce_scatter", "summa", "allgather_ce"))
+    for ranks in (1, 2, 4):
+        p, q = sch.rank_plan(s, SHAPE, ranks, ranks - 1, "bf16"), sch.rank_plan(ce, SHAPE, ranks, ranks - 1, "bf16")
+        assert p.gemms == ((SHAPE.M, SHAPE.N // ranks, SHAPE.K),)  # every rank's rows, one launch
+        assert p.flops == q.flops and p.sent == q.sent and p.C == q.C

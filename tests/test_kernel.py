@@ -52,7 +52,8 @@ def test_a_template_lists_its_arguments(user_dir):
 
 @pytest.mark.parametrize("args,message", [
     ('["A", "B", "C", "M", "N", "K", "scale"]', "launch.args: unknown argument 'scale'; known: A, B, C, M, N, K, workspace, "
-                                               "tma.A, tma.B, tma.Bt, gpc_order, alpha, beta, bias, scale.A, scale.B"),
+                                               "tma.A, tma.B, tma.Bt, gpc_order, alpha, beta, bias, scale.A, scale.B, "
+                                               "arrival"),
     ('["A", "B", "C", "M", "N", "K", "workspace"]', "launch.args: workspace needs launch.workspace"),
     ('["A", "B", "C", "M", "N", "K", "tma.A"]', "launch.args: tma.A needs launch.tma"),
     ('["A", "B", "C", "M", "N", "K", "tma.B"]', "launch.args: tma.B needs launch.tma"),

@@ -201,10 +201,11 @@ class Prepared:
     dtype: str = "fp32"
     repitched: tuple = ()   # the operands the last bind copies to 16-byte-aligned rows before each launch
 
-    def bind(self, A, B, C, bias=None, Bt=None, scale_a=None, scale_b=None) -> Callable[[], None]:
+    def bind(self, A, B, C, bias=None, Bt=None, scale_a=None, scale_b=None, arrival=None) -> Callable[[], None]:
         """The launch of C = A @ B (and the template's epilogue) on these arrays, with the arguments its
         template lists (templates.ARGUMENTS) made now: tensor maps are encoded once, not per launch.
-        FP8 kernels also take B^T (N x K, for a K-major B) and the scales of A and B (results/fp8.py)."""
+        FP8 kernels also take B^T (N x K, for a K-major B) and the scales of A and B (results/fp8.py); a
+        kernel with ARRIVAL on takes an arrival.Arrival, whose epoch is read at each launch."""
         geo, (M, K), N = self.plan, A.shape, B.shape[1]
         dims = (np.int32(M), np.int32(N), np.int32(K))
         boxes = dict(geo.tma)
@@ -218,7 +219,18 @@ class Prepared:
                    "tma.Bt": lambda: tensor_map(ready["Bt"][0], boxes["Bt"], self.dtype),
                    "scale.A": lambda: scale_a, "scale.B": lambda: scale_b,
                    "alpha": lambda: np.float32(ALPHA), "beta": lambda: np.float32(BETA), "bias": lambda: bias}
+        if "arrival" in geo.args:
+            if arrival is None:
+                raise GemmlabError(f"variant '{self.kernel.name}' with ARRIVAL on waits for rows that arrive: "
+                                   "it runs under gemmlab dist (allgather_overlap with arrival = true), not alone")
+            params = self.kernel.params
+            arrival.check(M, int(params.get("BM", 1)) * int(params.get("CLUSTER_M", 1)))
+        elif arrival is not None:
+            raise GemmlabError(f"variant '{self.kernel.name}' does not wait for arriving rows (no ARRIVAL parameter "
+                               "on): it cannot start before the all-gather ends")
+        provide["arrival"] = lambda: arrival.argument()
         args = tuple(provide[name]() for name in geo.args)
+        at = geo.args.index("arrival") if "arrival" in geo.args else None
         function, reduce, workspace = self.function, self.reduce, self.workspace
 
         def launch():
@@ -226,7 +238,8 @@ class Prepared:
                 copy()
             if geo.zero_output:  # the kernel adds into C: part of its work, so inside any timing
                 C.fill(0)
-            function(geo.grid, geo.block, args, shared_mem=geo.smem)
+            now = args if at is None else args[:at] + (arrival.argument(),) + args[at + 1:]  # this epoch
+            function(geo.grid, geo.block, now, shared_mem=geo.smem)
             if reduce is not None:  # e.g. split-K: sum the partial products from the workspace into C
                 reduce(geo.reduce_grid, geo.reduce_block, (workspace, C) + dims)
         return launch

@@ -9,12 +9,14 @@ Comm:     allgather(send, recv, stream), reduce_scatter(send, recv, stream),
           allreduce_max(x, stream)          in place, on a small array
           symmetric(shape, dtype)           (CopyEngineNccl only) an array in a symmetric window
 Runtime:  xp, compute, comm (streams); on(stream) (launches inside go to it); record(stream) -> event;
-          wait(stream, event); fill(x, v), add(dst, src) and evict(buf) on the current stream; synchronize()
+          wait(stream, event); fill(x, v), add(dst, src) and evict(buf) on the current stream; synchronize();
+          write_value(stream, flags, i, v)  flags[i] = v (uint32) in stream order, by the stream itself
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 
 from ..errors import GemmlabError
@@ -179,6 +181,21 @@ class CopyEngineNccl(Nccl):
         self.comm.destroy()  # deregisters the windows first
 
 
+_WRITE_VALUE = []
+
+
+def _write_value32():
+    """The driver's cuStreamWriteValue32 (its _v2, which needs no opt-in to stream memory operations;
+    CUDA 11.7 and later), through ctypes: cupy does not wrap it."""
+    if not _WRITE_VALUE:
+        lib = ctypes.CDLL("libcuda.so.1")
+        f = getattr(lib, "cuStreamWriteValue32_v2", None) or lib.cuStreamWriteValue32
+        f.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+        f.restype = ctypes.c_int
+        _WRITE_VALUE.append(f)
+    return _WRITE_VALUE[0]
+
+
 SPIN_SOURCE = r'''
 extern "C" __global__ void spin(unsigned long long ns) {
     unsigned long long t0, t;
@@ -219,6 +236,17 @@ class Cuda:
         """Read `buf` (larger than L2) on the current stream: L2 holds clean lines of it afterwards."""
         from ..gpu.bench import evict_l2
         evict_l2(buf)
+
+    def write_value(self, stream, flags, index: int, value: int) -> None:
+        """flags[index] = value, when `stream` gets there: a stream memory operation (cuStreamWriteValue32),
+        done by the GPU's front end with no kernel, so it runs while another kernel holds every SM. Its
+        default flags order it after the stream's earlier work and its writes (a memory barrier first)."""
+        if not 0 <= index < flags.size or flags.dtype != self.xp.uint32:
+            raise GemmlabError(f"flag {index} of a {flags.dtype} array of {flags.size} (a gemmlab bug)")
+        err = _write_value32()(ctypes.c_void_p(stream.ptr), ctypes.c_uint64(flags.data.ptr + 4 * index),
+                               ctypes.c_uint32(value & 0xFFFFFFFF), ctypes.c_uint(0))
+        if err:
+            raise GemmlabError(f"cuStreamWriteValue32 failed: CUresult {err}")
 
     def synchronize(self) -> None:
         """Wait for everything on this GPU (the streams are non-blocking: the default stream does not

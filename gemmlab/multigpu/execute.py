@@ -19,11 +19,18 @@ every schedule with streams executed in the most hostile order the events allow 
 A schedule with engines = "copy" gets the buffers it gathers into from `comm.symmetric(shape, dtype)`:
 memory in a symmetric window, at the same offset on every rank (allocated in the same order everywhere),
 which is what lets NCCL run the all-gather on the copy engines.
+
+allgather_overlap with arrival = true makes one launch, `gemm(A, B, C, arrival=...)`, over all of C's
+rows, whose tiles wait in the kernel for their chunk (gemmlab/gpu/arrival.py): no event orders the GEMM
+after the all-gathers; instead the comm stream writes the repetition's epoch into chunk c's flag once the
+chunk has landed (`rt.write_value`), and each repetition has a new epoch, so that no flag left by an
+earlier one lets a tile read rows still on their way.
 """
 
 from __future__ import annotations
 
 from ..errors import GemmlabError
+from ..gpu.arrival import Arrival
 from .inputs import block
 from .schedule import RankPlan, Schedule
 
@@ -119,11 +126,13 @@ class RankRun:
             pieces[c][r][...] = own[c * mc:(c + 1) * mc]  # the in-place all-gather's send: copied once
             self._written_by_others(gathered[c * P * mc:(c + 1) * P * mc], mc)
         C = self.C
+        moves = [(pieces[c][r], gathered[c * P * mc:(c + 1) * P * mc]) for c in range(chunks)] if P > 1 else []
+        if step.arrival:
+            return self._arrival(gathered, moves, Arrival(xp.zeros(chunks, dtype=xp.uint32), r, P, chunks, mc))
         first = self.gemm(own, self.B, C[r * m:(r + 1) * m])
         later = [[self.gemm(pieces[c][p], self.B, C[p * m + c * mc:p * m + (c + 1) * mc]) for p in range(P) if p != r]
                  for c in range(chunks)]
         self.gemms += [(first, None)] + [(g, None) for c in later for g in c]
-        moves = [(pieces[c][r], gathered[c * P * mc:(c + 1) * P * mc]) for c in range(chunks)] if P > 1 else []
         self.steps.append(lambda: self._gather_beside(first, moves, later))
 
     def _gather_beside(self, first, moves, later) -> None:
@@ -140,6 +149,30 @@ class RankRun:
                 rt.wait(rt.compute, arrived[c])
             for g in gemms:
                 self._on_compute(g)
+
+    def _arrival(self, gathered, moves, arrival) -> None:
+        """One launch over all the gathered rows. Alone (compute_only) the rows are all there: the compute
+        stream raises every flag to the new epoch just before the launch."""
+        rt, launch = self.rt, self.gemm(gathered, self.B, self.C, arrival=arrival)
+
+        def alone():
+            arrival.epoch += 1
+            for c in range(arrival.chunks):
+                rt.write_value(rt.compute, arrival.flags, c, arrival.epoch)
+            launch()
+        self.gemms.append((alone, None))
+        self.steps.append(lambda: self._arrive_beside(launch, moves, arrival))
+
+    def _arrive_beside(self, launch, moves, arrival) -> None:
+        """The chunks' all-gathers, each followed by its flag, queued before the launch that waits for
+        them: the comm stream's work needs no SM, so it goes on while the GEMM holds them all."""
+        rt, comm = self.rt, self.comm
+        side = rt.comm if self.overlap else rt.compute
+        arrival.epoch += 1  # read by launch() below, and written by the comm stream after each chunk
+        for c, (send, whole) in enumerate(moves):
+            comm.allgather(send, whole, side)
+            rt.write_value(side, arrival.flags, c, arrival.epoch)
+        self._on_compute(launch)
 
     def _summa(self, step, held) -> None:
         """q steps on the q x q grid: at step k rank (i, k) sends A(i, k) along row i and rank (k, j) sends

@@ -110,8 +110,9 @@ class Rank:
         self._misbehave("crash")
         self.report.phase(f"{label}: check")
         verdict, bad = self._check(run, plans)
+        params = dict(job.params, ARRIVAL=True) if sched.arrival else job.params  # the build its GEMM ran
         make = dict(item=item, sched=sched, plan=plans[rank], shape=job.shape, ranks=self.ranks,
-                    peak=self.device.peak(job.dtype), params=job.params)
+                    peak=self.device.peak(job.dtype), params=params)
         if self._failed:
             return dist_rows.row(check=verdict, bad_ranks=bad, **make) if rank == 0 else None
         self.report.phase(f"{label}: time")
@@ -224,23 +225,34 @@ class Report:
         self.conn.send((kind, self.rank, *what))
 
 
-def gemm_maker(kernel, dtype: str, device):
-    """gemm_for(name, sms): cuBLAS, or our kernel planned for each local shape on `sms` SMs."""
+def gemm_maker(kernel, dtype: str, device, arrival_kernel=None):
+    """gemm_for(name, sms): cuBLAS, or our kernel planned for each local shape on `sms` SMs. A gemm with
+    `arrival` (allgather_overlap with arrival = true) takes arrival_kernel(): our kernel with ARRIVAL on."""
     from ..gpu.launch import cublas_gemm, prepare
 
     def gemm_for(name: str, sms: int):
         if name == "cuBLAS":
-            if dtype == "fp32":
-                import cupy
-                return lambda A, B, C: (lambda: cupy.matmul(A, B, out=C))
-            return lambda A, B, C: (lambda: cublas_gemm(A, B, C, dtype))
+            def cublas(A, B, C, arrival=None):
+                if arrival is not None:
+                    raise GemmlabError("cuBLAS cannot start on rows as they arrive (arrival = true)",
+                                       hint="run the schedule with --variant wgmma_ws")
+                if dtype == "fp32":
+                    import cupy
+                    return lambda: cupy.matmul(A, B, out=C)
+                return lambda: cublas_gemm(A, B, C, dtype)
+            return cublas
         prepared = {}
 
-        def gemm(A, B, C):
+        def gemm(A, B, C, arrival=None):
             (m, k), n = A.shape, B.shape[1]
-            if (m, n, k) not in prepared:
-                prepared[(m, n, k)] = prepare(kernel, m, n, k, device, sms=sms)
-            return prepared[(m, n, k)].bind(A, B, C)
+            key = (m, n, k, arrival is not None)
+            if key not in prepared:
+                if arrival is not None and arrival_kernel is None:
+                    raise GemmlabError(f"variant '{kernel.name}' has no ARRIVAL parameter: it cannot start on rows "
+                                       "as they arrive (arrival = true)",
+                                       hint="run the schedule with --variant wgmma_ws")
+                prepared[key] = prepare(kernel if arrival is None else arrival_kernel(), m, n, k, device, sms=sms)
+            return prepared[key].bind(A, B, C, arrival=arrival)
         return gemm
     return gemm_for
 
@@ -273,14 +285,23 @@ def main(conn, rank: int, ranks: int, local_rank: int, uid: bytes, job: Job) -> 
         device = get_device()
         report.phase("start NCCL")
         comm = (CopyEngineNccl if wants_copy_engines(job) else Nccl)(ranks, uid, rank)
-        kernel = None
+        kernel, arrival_kernel = None, None
         if job.variant is not None:
             report.phase(f"compile {job.variant.name}")
             kernel = configure(job.variant.on(device), job.params, device.arch)
+            if "ARRIVAL" in job.variant.params:  # a second build, for schedules with arrival = true, when asked
+                built = []
+
+                def arrival_kernel():
+                    if not built:
+                        report.phase(f"compile {job.variant.name} with ARRIVAL=true")
+                        built.append(configure(job.variant.on(device), dict(job.params, ARRIVAL=True), device.arch))
+                    return built[0]
         if rank == 0:
             report.meta(dict(meta("dist", device, job.shape, job.seed, job.dtype),
                              nccl=comm.lib.get_version()))
-        Rank(rank, ranks, job, Cuda(), comm, device, gemm_maker(kernel, job.dtype, device), report).run()
+        gemm_for = gemm_maker(kernel, job.dtype, device, arrival_kernel)
+        Rank(rank, ranks, job, Cuda(), comm, device, gemm_for, report).run()
         report.end("done")
     except GemmlabError as e:
         report.end("error", e.message, e.hint)

@@ -8,7 +8,9 @@ executor knows (gemmlab/multigpu/execute.py), turn the pieces into C:
     reduce_scatter C  the ranks' partial products of all of C summed, each keeping its rows
     ring A            P steps: multiply the block of A in hand while NCCL send/recv passes it on
     allgather_overlap A   the all-gather of A, cut into `chunks` all-gathers on a second stream: the
-                      rank's own block is multiplied first, each chunk's rows as soon as they are there
+                      rank's own block is multiplied first, each chunk's rows as soon as they are there;
+                      with `arrival = true` in one launch over all of C's rows, whose tiles wait for
+                      their chunk's flag (engines = "copy" only: kernels/lib/arrival.j2)
     summa             q steps on a q x q grid: broadcast a panel of A along rows and of B along columns,
                       multiply, add
 
@@ -40,6 +42,7 @@ class Step:
     op: str
     operand: str | None = None
     chunks: int = 1       # allgather_overlap: how many all-gathers each rank's block is cut into
+    arrival: bool = False  # allgather_overlap: one GEMM launch whose tiles wait for their chunk's flag
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,11 @@ class Schedule:
     @property
     def copy_engines(self) -> bool:
         return self.engines == "copy"
+
+    @property
+    def arrival(self) -> bool:
+        """Whether its GEMM is one launch that waits for rows as they arrive (a template with ARRIVAL)."""
+        return any(s.arrival for s in self.steps)
 
 
 def builtin_dir() -> Path:
@@ -93,7 +101,10 @@ def load(path: Path) -> Schedule:
         chunks = s.get("chunks", 1)
         if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 1:
             raise _where(path, f"chunks is a number of all-gathers (1 or more), not {chunks!r}")
-        steps.append(Step(s["op"], s.get("operand"), chunks))
+        arrival = s.get("arrival", False)
+        if not isinstance(arrival, bool):
+            raise _where(path, f"arrival is true or false, not {arrival!r}")
+        steps.append(Step(s["op"], s.get("operand"), chunks, arrival))
     grid = doc.get("grid", "line")
     if grid not in ("line", "square"):
         raise _where(path, f"grid is 'line' or 'square', not {grid!r}")
@@ -135,6 +146,13 @@ def check_steps(sched: Schedule) -> None:
             if (a, b) != ("grid", "grid") or not sched.square:
                 raise GemmlabError("summa needs A and B split as a grid, and grid = \"square\"")
             c = "grid"
+    for s in sched.steps:
+        if s.arrival and s.op != "allgather_overlap":
+            raise GemmlabError(f"arrival belongs to allgather_overlap (one GEMM launch that waits for each chunk), "
+                               f"not to {s.op}")
+        if s.arrival and not sched.copy_engines:
+            raise GemmlabError("arrival = true needs engines = \"copy\": the GEMM holds every SM while it waits for "
+                               "the rows, so NCCL's kernels could never run to bring them (a deadlock)")
     if sched.copy_engines and not any(s.op in ("allgather", "allgather_overlap") for s in sched.steps):
         raise GemmlabError("engines = \"copy\" moves all-gathers only (NCCL's copy-engine collectives are the "
                            "all-gather, all-to-all, gather and scatter; not send/recv or reductions)")
@@ -271,7 +289,10 @@ def rank_plan(sched: Schedule, shape: Shape, ranks: int, rank: int, dtype: str =
         elif s.op == "allgather_overlap":
             piece = _part(sched, f"each rank's {a.rows} rows of A cut into {s.chunks} chunks", a.rows, s.chunks,
                           "M / P")
-            gemms += [(a.rows, b.cols, K)] + [(piece, b.cols, K)] * (s.chunks * (ranks - 1))
+            if s.arrival:  # one launch over every rank's rows
+                gemms.append((a.rows * ranks, b.cols, K))
+            else:
+                gemms += [(a.rows, b.cols, K)] + [(piece, b.cols, K)] * (s.chunks * (ranks - 1))
             sent += (ranks - 1) * a.size * item
         elif s.op == "summa":
             q = grid[0]

@@ -25,9 +25,10 @@ from .sandbox import evaluate, evaluate_all, names_in
 # float32), the sizes (int32), launch.workspace bytes of scratch, a TMA tensor map over A, B or B^T
 # (N x K, FP8's K-major B, transposed before any timing; 128 bytes by value), the GPC order's table
 # (gpu/gpc.py), the epilogue's float alpha and beta and float bias[N], and FP8's scales of A and B
-# (const float*, laid out as gemmlab/results/fp8.py's kernel_layout says for the SCALE parameter).
+# (const float*, laid out as gemmlab/results/fp8.py's kernel_layout says for the SCALE parameter), and
+# for an ARRIVAL parameter that holds, the flags and layout of rows still arriving (gemmlab/gpu/arrival.py).
 ARGUMENTS = ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "tma.Bt", "gpc_order", "alpha", "beta",
-             "bias", "scale.A", "scale.B")
+             "bias", "scale.A", "scale.B", "arrival")
 
 # CUDA's hard limits on a launch's shape (all current architectures); the device's limits are in limits.py.
 MAX_BLOCK_DIM = (1024, 1024, 64)
@@ -160,13 +161,15 @@ class Variant:
         """The kernel's arguments by name, in order: launch.args where the header lists them, else
         A B C M N K followed by what this launch asks for (a workspace where it has bytes, the TMA maps,
         the GPC order's table where launch.gpc_order.when holds), for an EPILOGUE parameter, alpha
-        beta bias, and for a SCALE parameter (FP8's scaling mode), the scales of A and B."""
+        beta bias, for a SCALE parameter (FP8's scaling mode), the scales of A and B, and where an ARRIVAL
+        parameter holds, the arrival flags (gemmlab/gpu/arrival.py)."""
         if self.args is not None:
             return self.args
         return (("A", "B", "C", "M", "N", "K") + (("workspace",) if geometry.workspace else ())
                 + tuple(f"tma.{op}" for op, _ in geometry.tma) + (("gpc_order",) if geometry.gpc_order else ())
                 + (("alpha", "beta", "bias") if "EPILOGUE" in values else ())
-                + (("scale.A", "scale.B") if "SCALE" in values else ()))
+                + (("scale.A", "scale.B") if "SCALE" in values else ())
+                + (("arrival",) if values.get("ARRIVAL") else ()))
 
     # -- parameters
 
