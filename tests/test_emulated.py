@@ -174,6 +174,46 @@ def test_a_store_wider_than_its_alignment_fails(tmp_path, name, params, edit):
         emulate(tmp_path, v, v.resolve(params), [(17, 33, 65), (37, 130, 97)], edit=edit)
 
 
+# STAGED_C (kernels/lib/store.j2's store_staged): where N % 4 != 0, C goes through shared memory, a warp's 32
+# groups of 4 sums at a time, and out row by row with consecutive lanes on consecutive columns. Shapes with N
+# odd, N % 4 == 2 and N % 4 == 0 (the direct stores), rows and columns past C's edge inside a tile, K of one
+# K step (the ring's last tile in buffer 0, which the first warp's staging overwrites).
+STAGED_SHAPES = [(70, 133, 37), (65, 130, 20), (17, 132, 9), (3, 5, 1)]
+MEDIUM = {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8}
+SMALL = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TM": 8, "TN": 4}
+
+
+@pytest.mark.parametrize("name,params", [
+    ("pipelined", dict(MEDIUM, STAGED_C=True)),                   # auto's tile for short K
+    ("pipelined", dict(SMALL, SPLIT_K=8, STAGED_C=True)),         # split K: atomics in whole sectors
+    ("pipelined", {"STAGED_C": True}),                            # 128 x 256, 16 x 8 sums a thread
+    ("pipelined", dict(SMALL, TM=4, TN=8, STAGED_C=True)),        # a pass of 8 rows x 16 columns: 2 rows a store
+    ("spread", dict(MEDIUM, BK=32, STAGES=3, STAGED_C=True)),     # auto's 64 x 128 spread
+    ("spread", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "UNROLL": 4, "STAGES": 2,
+                "SPLIT_K": 4, "STAGED_C": True}),
+])
+def test_c_through_shared_memory_at_any_alignment(tmp_path, name, params):
+    v = LADDER[name]
+    assert "store_staged<" in render(v, v.resolve(params)).source
+    results = emulate(tmp_path, v, v.resolve(params), STAGED_SHAPES)
+    assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
+
+
+@pytest.mark.parametrize("bug", [
+    # the warp reads its buffer before every lane has written it
+    ("= v;  // lane l's 4 sums at 4l: the 128 in C's order, row by row\n    __syncwarp();",
+     "= v;  // lane l's 4 sums at 4l: the 128 in C's order, row by row\n    ;"),
+    # the first warp stages its sums over the ring's last tile while the others still multiply it
+    ("asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n    __syncthreads();", ";"),
+])
+def test_the_emulator_catches_a_staged_store_without_its_barriers(tmp_path, bug):
+    v = LADDER["pipelined"]
+    params = v.resolve(dict(MEDIUM, STAGED_C=True))
+    assert render(v, params).source.count(bug[0]) == 1
+    (err, unwritten), = emulate(tmp_path, v, params, [(70, 133, 5)], edit=bug).values()
+    assert err > 1e-3
+
+
 # gemv reads its 16-bit inputs as raw 16-byte words and shuffles them. With ANY_OFFSET (issue 45) on shapes
 # with N odd (rows of B at all 8 offsets: 31 lanes a warp compute, tiles of 248 x WARPS columns), K odd
 # and N aligned (only A's rows shifted), both, N's end inside a lane's 8 columns, one element of C; and

@@ -8,6 +8,7 @@ import pytest
 
 import gemmlab
 from gemmlab.errors import GemmlabError
+from gemmlab.render import render
 from gemmlab.results import tuning
 from gemmlab.results.model import Shape
 
@@ -400,3 +401,23 @@ def test_eight_aligned_columns_and_many_rows_stay_on_the_tensor_cores():
     assert tuning.tensor_rule(Shape(16000, 8, 4000), "bf16", 132)[0] == "wgmma_ws"
     assert tuning.tensor_rule(Shape(16000, 8, 4001), "bf16", 132)[0] == "gemv_n"
     assert tuning.tensor_rule(Shape(16000, 9, 4001), "bf16", 132)[0] == "mma"
+
+
+@pytest.mark.parametrize("shape,variant", [
+    ((576, 16314, 3), "pipelined"),     # short K, N % 4 == 2
+    ((652, 16015, 7), "pipelined"),     # N odd
+    ((1450, 129, 12454), "pipelined"),  # split K: the atomics too
+    ((1024, 4097, 4096), "spread"),     # 64 x 128 spread
+])
+def test_rows_at_any_alignment_stage_c_through_shared_memory(shape, variant):
+    """N % 4 != 0: auto's pipelined and spread write C through shared memory in whole sectors (STAGED_C); with
+    N a multiple of 4 the same rule renders the kernel without it, as it was."""
+    catalog = gemmlab.catalog()
+    name, overrides, why = tuning.rule(Shape(*shape))
+    assert name == variant and overrides["STAGED_C"] is True and why.endswith("C through shared memory (N % 4 != 0)")
+    assert "store_staged<" in render(catalog.get(name), catalog.get(name).resolve(overrides)).source
+    aligned = Shape(shape[0], shape[1] + (-shape[1]) % 4, shape[2])
+    name, overrides, why = tuning.rule(aligned)
+    params = catalog.get(name).resolve(overrides)
+    assert name == variant and "STAGED_C" not in overrides and params["STAGED_C"] is False
+    assert "store_staged<" not in render(catalog.get(name), params).source

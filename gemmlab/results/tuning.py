@@ -153,7 +153,21 @@ def gemv_n_fp32_rule(shape, sms: int) -> tuple[str, dict, str] | None:
             + (", K over the 8 warps of a block" if ksplit > 1 else ""))
 
 
+# N % 4 != 0: rows of C at every alignment, where pipelined's and spread's groups of 4 sums write 2 or 3 partial
+# pieces of every sector; STAGED_C writes C through shared memory in whole sectors instead (kernels/lib/store.j2,
+# docs/journal.md "FP32 stores at any alignment"). Aligned N keeps the kernels as they were.
+STAGED = {"STAGED_C": True}
+
+
 def rule(shape, sms: int = 132) -> tuple[str, dict, str]:
+    """The FP32 rule (_rule), with C through shared memory (STAGED_C) in pipelined and spread where N % 4 != 0."""
+    name, overrides, why = _rule(shape, sms)
+    if name in ("pipelined", "spread") and shape.N % 4:
+        return name, dict(overrides, **STAGED), why + "; C through shared memory (N % 4 != 0)"
+    return name, overrides, why
+
+
+def _rule(shape, sms: int = 132) -> tuple[str, dict, str]:
     """(variant, parameter overrides, why) from the shape alone: for C of up to 32 rows skinny_narrow or
     skinny_async (skinny_rule); for up to 8 columns (and small C of up to 16) gemv_n_fp32, a stream of A;
     with K of SHORT_K or more, spread's 128 x 256 tile where its blocks fill the SMs' waves, its 64 x 128
