@@ -9,7 +9,7 @@
 # table it feeds. GEMMLAB=echo prints the commands instead of running them; SIZES="1024 4096" runs the
 # ladder at those sizes only.
 set -euo pipefail
-what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|fp8holdout|pcie|refs|all DIR [PREFIX]}
+what=${1:?usage: benchmarks/regenerate.sh ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|fp8holdout|fp8transpose|pcie|refs|all DIR [PREFIX]}
 dir=${2:?usage: benchmarks/regenerate.sh WHAT DIR [PREFIX]}
 p=${3:-h100}
 dir=$(mkdir -p "$dir" && cd "$dir" && pwd)  # (before the cd below: DIR is relative to where you are)
@@ -252,6 +252,18 @@ print(' '.join('x'.join(map(str, s)) for s in out))")
         --refs cublaslt --out "$dir/$p-fp8-e5m2-holdout-${held%% *}.json"
 }
 
+fp8transpose() {  # FP8 (issue 43): B read as it is (K x N) and transposed stage by stage in shared memory inside the
+    # kernel (fp8_kn: B_LAYOUT=kn BN=128), beside the default on B^T made with the inputs, outside the timing
+    # (wgmma_ws_fp8, BN=192), the default's code at fp8_kn's tile (fp8_nk128: what fp8_kn costs over it is the
+    # transpose's) and cuBLASLt, per-tensor e4m3, 5 rounds taken in turn (benchmarks/h100-fp8-transpose/*.cu.j2)
+    local x M N K kdir=benchmarks/h100-fp8-transpose
+    for x in 4096x4096x4096 8192x8192x4096; do
+        IFS=x read -r M N K <<< "$x"
+        keep compare --variants wgmma_ws_fp8,fp8_nk128,fp8_kn --kernels-dir $kdir --dtype e4m3 -M "$M" -N "$N" -K "$K" \
+            --rounds 5 --refs cublaslt --out "$dir/$p-fp8-e4m3-transpose-$x.json"
+    done
+}
+
 pcie() {  # host <-> device copies, 1 KB to 1 GB, pageable and pinned, against the PCIe link (NVML); the transpose's
     # shared-memory bank conflicts per request under ncu, without the padding and with it (docs/problems.md)
     keep pcie --out "$dir/$p-pcie.json" --plot "$dir/$p-pcie.png"
@@ -275,6 +287,6 @@ refs() {  # cuBLASLt's autotuned best (nvmath-python) and Triton's matmul (torch
 
 case "$what" in
     all) for w in ladder tensor versus outdtype sweeps suite anyshape tune scaling occupancy profile faults; do "$w"; done ;;
-    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|fp8holdout|pcie|refs) "$what" ;;
+    ladder|tensor|versus|outdtype|sweeps|suite|anyshape|tune|scaling|occupancy|profile|faults|dist|problems|fp8|fp8holdout|fp8transpose|pcie|refs) "$what" ;;
     *) echo "regenerate.sh: unknown group '$what'" >&2; exit 2 ;;
 esac

@@ -5,6 +5,8 @@ cuBLASLt's through nvmath-python (--refs cublaslt)."""
 
 import math
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -279,6 +281,126 @@ def test_fp8_rung_takes_b_transposed_and_the_scales():
         RUNG.geometry(RUNG.defaults(), 256, 256, 264, 132)
 
 
+# ---------------------------------------------------------------------------- B as it is (B_LAYOUT=kn)
+
+# B read as it is, K x N, each stage's tile transposed in shared memory by the producer warpgroup's idle
+# warps (docs/fp8.md): its tile is 128 columns (TMA's boxes of 128 bytes), in every scaling mode and format.
+KN = [dict(RUNG.defaults(), B_LAYOUT="kn", BN=128, DTYPE=dt) | for_scale_kn
+      for dt in FP8 for for_scale_kn in ({"SCALE": "tensor"}, {"SCALE": "row"}, {"SCALE": "block", "OVERLAP": "sets"})]
+
+
+def test_b_as_it_is_takes_b_not_b_transposed():
+    """The default takes B^T's map; kn B's own, with the same box, and N a multiple of 16 (B's rows, for TMA)."""
+    kn = RUNG.resolve({"B_LAYOUT": "kn", "BN": 128})
+    g = RUNG.geometry(kn, 256, 256, 256, 132)
+    assert dict(g.tma) == {"A": (128, 128), "B": (128, 64)}
+    assert RUNG.arguments(kn, g)[-4:] == ("tma.A", "tma.B", "scale.A", "scale.B")
+    assert g.smem == RUNG.geometry(RUNG.resolve({"BN": 128}), 256, 256, 256, 132).smem + 4 * 128 * 128  # B's own tiles
+    from gemmlab import GemmlabError
+    with pytest.raises(GemmlabError, match="N must be a multiple of 16"):
+        RUNG.geometry(kn, 256, 264, 256, 132)
+    RUNG.geometry(RUNG.defaults(), 256, 264, 256, 132)  # B^T's rows are K long: N needs only C's 8
+    assert RUNG.violations(dict(RUNG.defaults(), B_LAYOUT="kn"))  # BN 192: not whole boxes of 128 columns
+
+
+def test_the_default_has_no_transposer():
+    src = render(RUNG, RUNG.defaults()).source
+    assert "transpose_stage" not in src and "ready0" not in src and "Braw" not in src
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in src
+    kn = render(RUNG, RUNG.resolve({"B_LAYOUT": "kn", "BN": 128})).source
+    assert "transpose_stage(Braw" in kn and "fence.proxy.async.shared::cta" in kn and "bar_wait(ready0" in kn
+
+
+@pytest.mark.parametrize("params", KN, ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-{p['OVERLAP']}")
+def test_b_as_it_is_compiles_to_fp8_wgmma_and_byte_permutes_without_spills(params):
+    c = compile_rendered(render(RUNG, params), "sm_90a")
+    assert c.resources.spills == 0 and c.resources.stack == 0, c.resources
+    assert "wgmma.mma_async instructions are serialized" not in c.log, c.log
+    kind, n = params["DTYPE"], 64 if params["OVERLAP"] == "halves" else 128
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.f32\.{kind}\.{kind}\b", c.ptx)
+    assert "prmt.b32" in c.ptx and "fence.proxy.async.shared::cta" in c.ptx
+    if params is KN[0] or FULL:
+        code = sass(c)
+        assert f"QGMMA.64x{n}x32.F32.{kind.upper()}.{kind.upper()}" in code and "PRMT" in code
+
+
+_TRANSPOSE = re.compile(r"__device__ __forceinline__ void transpose_stage\(.*?\n}\n", re.S)
+_HARNESS = r"""
+#include <cstdio>
+#include <cstring>
+#define __device__
+#define __forceinline__ inline
+// PTX's prmt (CUDA's __byte_perm): byte i of the result is byte (s >> 4i & 7) of y:x (x's bytes 0..3, y's 4..7).
+static unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const unsigned long long v = static_cast<unsigned long long>(y) << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i)
+        r |= static_cast<unsigned>(v >> 8 * (s >> 4 * i & 7) & 0xFF) << 8 * i;
+    return r;
+}
+FUNCTION
+int main()
+{
+    static unsigned char raw[BYTES], kmaj[BYTES];
+    if (fread(raw, 1, BYTES, stdin) != BYTES)
+        return 2;
+    memset(kmaj, 0xEE, BYTES);  // bytes never written show up as 0xEE
+    for (int tw = 0; tw < WARPS; ++tw)
+        for (int lane = 0; lane < 32; ++lane)
+            transpose_stage(raw, kmaj, tw, lane);
+    fwrite(kmaj, 1, BYTES, stdout);
+    return 0;
+}
+"""
+
+
+def _swizzled(rows: np.ndarray) -> np.ndarray:
+    """Rows of 128 bytes as TMA's 128-byte swizzle lays them in shared memory: row r's 16-byte chunk c at
+    chunk c ^ (r % 8) (the tile starts on a 1024-byte boundary)."""
+    out = np.empty_like(rows)
+    for r in range(rows.shape[0]):
+        chunks = rows[r].reshape(8, 16)
+        out[r].reshape(8, 16)[np.arange(8) ^ (r % 8)] = chunks
+    return out
+
+
+def _box(M: np.ndarray, y: int, x: int, h: int, w: int) -> np.ndarray:
+    """TMA's box of h rows and w columns at (y, x): zeros outside the matrix."""
+    box = np.zeros((h, w), np.uint8)
+    part = M[y:y + h, x:x + w]
+    box[:part.shape[0], :part.shape[1]] = part
+    return box
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to run the transpose on the CPU")
+@pytest.mark.parametrize("K,N", [(208, 144), (400, 4112)])
+def test_the_transpose_gives_the_tile_tma_gives_of_b_transposed(tmp_path, K, N):
+    """The kernel's own transpose_stage, compiled by g++ and run for every lane of every transposer warp, on
+    B's tile as TMA brings it for B_LAYOUT=kn (boxes of 64 rows of K x 128 columns), must write, byte for byte,
+    the tile TMA brings of B^T for the default (boxes of 64 rows of N x 128 of K), which the wgmma reads:
+    at tiles inside B and at its ends (K and N not multiples of 128: zeros past them), every byte written."""
+    params = RUNG.resolve({"B_LAYOUT": "kn", "BN": 128})
+    src = render(RUNG, params).source
+    function = _TRANSPOSE.search(src).group(0)
+    warps = int(re.search(r"it \+= (\d+)", function).group(1))
+    BN = params["BN"]
+    cpp = tmp_path / "t.cpp"
+    cpp.write_text(_HARNESS.replace("FUNCTION", function).replace("BYTES", str(BN * 128)).replace("WARPS", str(warps)))
+    exe = tmp_path / "t"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(exe), str(cpp)], check=True)
+    B = np.random.default_rng(K + N).integers(1, 256, (K, N), dtype=np.uint8)  # no zeros: a zero is TMA's fill
+    for kt in range((K + 127) // 128):
+        for n0 in sorted({0, (N - 1) // BN * BN}):  # the first tile column and the last (partial) one
+            raw = np.concatenate([_swizzled(_box(B, kt * 128 + j % 2 * 64, n0 + j // 2 * 128, 64, 128))
+                                  for j in range(BN // 64)])
+            got = np.frombuffer(subprocess.run([str(exe)], input=raw.tobytes(), capture_output=True, check=True).stdout,
+                                np.uint8).reshape(BN, 128)
+            want = np.concatenate([_swizzled(_box(np.ascontiguousarray(B.T), n0 + j * 64, kt * 128, 64, 128))
+                                   for j in range(BN // 64)])
+            assert np.array_equal(got, want), (kt, n0, np.argwhere(got != want)[:5])
+
+
 # ---------------------------------------------------------------------------- planted bugs in FP8
 
 from planted import Plant  # noqa: E402
@@ -366,6 +488,37 @@ def test_the_rung_on_every_scaling_mode(dtype, mode, shape):
     params = RUNG.resolve(dict(for_scale(mode), DTYPE=dtype))
     r = Problem(Shape(*shape), dtype=dtype).run(gemmlab.build(RUNG, params), timed=False)
     assert r.status == "PASS", (r.error, r.check and r.check.summary())
+
+
+# B as it is: N a multiple of 16 (B's rows for TMA); one row of tiles, an odd number of tiles with K's end
+# inside a step, the transposer's ends of K and N, more tiles than SMs with stream-K's pieces, and a large one.
+KN_SHAPES = [(1, 16, 16), (300, 272, 528), (1001, 1008, 1040), (2100, 4112, 3008), (4096, 4096, 4096)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", KN_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("params", KN, ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}")
+def test_b_as_it_is_on_every_scaling_mode(params, shape):
+    import gemmlab
+    r = Problem(Shape(*shape), dtype=params["DTYPE"]).run(gemmlab.build(RUNG, params), timed=False)
+    assert r.status == "PASS", (r.error, r.check and r.check.summary())
+
+
+@pytest.mark.gpu
+def test_b_as_it_is_gives_the_same_c_as_b_transposed_bit_for_bit():
+    """The transpose moves bytes: the wgmmas then read the same tile as from B^T, and C is the same, bit for bit."""
+    import cupy
+    import gemmlab
+    from gemmlab.gpu.launch import prepare
+    p = Problem(Shape(1001, 4112, 3008), dtype="e4m3", seed=12)
+    i, got = p.main, {}
+    for layout in ("nk", "kn"):
+        k = gemmlab.build(RUNG, RUNG.resolve({"B_LAYOUT": layout, "BN": 128}))
+        p.C.fill(cupy.nan)  # an element left unwritten stays NaN, and NaN equals nothing
+        prepare(k, 1001, 4112, 3008, p.device, workspace=p.workspace).bind(
+            i.A, i.B, p.C, Bt=i.Bt, scale_a=i.scale_a, scale_b=i.scale_b)()
+        got[layout] = p.C.copy()
+    assert cupy.array_equal(got["nk"], got["kn"])
 
 
 @pytest.mark.gpu

@@ -30,7 +30,8 @@ TOML:
 Optional launch keys: `workspace` (bytes of scratch passed after K), `zero_output` (C is zeroed before
 each launch), `resident` (every block of the grid must run at once, because blocks wait for each other:
 the runner asks the driver first), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps
-over A and B, passed after K: box sizes in elements, contiguous dimension first, 128-byte swizzle),
+over A and B, passed after K: box sizes in elements, contiguous dimension first, 128-byte swizzle; a box
+that evaluates to 0 elements passes no map of that operand),
 `[launch.gpc_order]` (`when`, `cluster`, `group`: where `when` holds, a table of grid slots by GPC is passed
 after the tensor maps, see gemmlab/gpu/gpc.py) and `[[launch.requires]]` (checks on the shape, such as the
 alignment TMA needs, each with its reason).

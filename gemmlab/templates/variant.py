@@ -357,7 +357,10 @@ class Variant:
                     f"at most {MAX_GRID_DIM} (x, y, z)", hint="use a larger tile or a smaller shape")
         zero = bool(evaluate(self.zero_output, names, "launch.zero_output", self.path))
         resident = bool(evaluate(self.resident, names, "launch.resident", self.path))
-        tma = tuple((op, self._dims(box, names, f"tma.{op}")[:2]) for op, box in self.tma.items())
+        # A box that evaluates to 0 elements: no map of that operand for these parameters (FP8's B_LAYOUT
+        # chooses between B^T's map and B's own).
+        tma = tuple((op, dims) for op, box in self.tma.items()
+                    if all(dims := self._dims(box, names, f"tma.{op}")[:2]))
         order = None
         if self.gpc_order and evaluate(self.gpc_order["when"], names, "launch.gpc_order.when", self.path):
             order = tuple(int(evaluate(self.gpc_order[k], names, f"launch.gpc_order.{k}", self.path))
