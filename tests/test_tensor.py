@@ -112,6 +112,32 @@ def test_wgmma_ws_k_step_is_lean(dtype):
         assert all(re.search(r"gdesc\[UR\d+\]", l) for l in body if "HGMMA" in l)
 
 
+@pytest.mark.parametrize("in_flight", [0, 1])
+def test_wgmma_k_loop_waits_for_the_step_it_releases(in_flight):
+    """wgmma's K loop releases a stage once the products that read it are done: this step's with
+    MMA_IN_FLIGHT=0 (the loop waits for all of them, `DEPBAR.LE gsb0, 0x0`), the step before's with 1
+    (`0x1`: this step's run on while the next barrier is waited on; the last ones are waited for after)."""
+    v = discover().get("wgmma")
+    params = v.resolve(v.for_dtype("bf16", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 4,
+                                            "MMA_IN_FLIGHT": in_flight}))
+    text = sass(compile_rendered(render(v, params), "sm_90"))
+    address = re.compile(r"\s*/\*([0-9a-f]{4,})\*/")
+    lines = [l for l in text.splitlines() if address.match(l)]
+    at = [int(address.match(l).group(1), 16) for l in lines]
+    loops = []  # the backward branches' bodies that hold HGMMAs
+    for i, line in enumerate(lines):
+        m = re.search(r"BRA (0x[0-9a-f]+)", line)
+        if m and int(m.group(1), 16) < at[i]:
+            body = [l for j, l in enumerate(lines) if int(m.group(1), 16) <= at[j] <= at[i]]
+            if any("HGMMA" in l for l in body):
+                loops.append(body)
+    assert loops, "no K loop found"
+    waits = [re.search(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", l) for l in min(loops, key=len)]
+    assert [w.group(1) for w in waits if w] == [hex(in_flight)]
+    if in_flight:
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in text  # the last step's products, after the loop
+
+
 @pytest.mark.parametrize("name, dtype", [("wgmma_ws", "bf16"), ("wgmma_tf32", "tf32")])
 def test_cluster_meets_relaxed_and_accumulators_not_zeroed(name, dtype):
     """The start and end of the warp-specialised rungs (benchmarks/h100-power-experiments.txt, runs 61-67): the
