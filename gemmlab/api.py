@@ -123,6 +123,22 @@ def _gpus(gpus) -> int:
     return gpus
 
 
+def _launched(gpus) -> None:
+    """--gpus under a launcher of several ranks: one error (each rank takes one GPU)."""
+    from .spread import refuse_gpus
+    refuse_gpus(gpus)
+
+
+def _team(opts, store: str | None):
+    """Under a launcher of several ranks, this process's place among them (gemmlab/spread.py): the seed
+    rank 0 chose, and this rank's GPU, go into opts. None without one."""
+    from .spread import join
+    team = join(opts.seed, store, max(opts.timeout, 120.0))
+    if team:
+        opts.seed, opts.device = team.seed, team.gpu()
+    return team
+
+
 def _options(dtype, reps, rounds, seed, check, timeout, gpus=1, out_dtype=None, refs=None):
     from .gpu.references import parse
     from .jobs import Options
@@ -246,13 +262,16 @@ def run(variant: str | Variant = "auto", params: dict | None = None, shape=4096,
 def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
             seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
             kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, problem: str | None = None,
-            inputs: str | None = None, out_dtype: str | None = None, refs=None):
+            inputs: str | None = None, out_dtype: str | None = None, refs=None, store: str | None = None):
     """The variants (names or Variants; default: the ladder of the input type, or of `problem`) at their defaults, with
     cuBLAS (and the reference rows of `refs`, as run's), and speed-ups rung over rung (`gemmlab compare`). dtype defaults to the first variant's first
     input type, else fp32; out_dtype (C's type) to fp32, and the ladder of a 16-bit C is the rungs that
-    write one. gpus: one worker per GPU of this host (None: all), each job timed alone on its own."""
+    write one. gpus: one worker per GPU of this host (None: all), each job timed alone on its own. Under
+    mpirun, srun or torchrun each rank measures its share of the variants on its GPU and rank 0 returns
+    them all (gemmlab/spread.py; store: a file every rank sees, where neither MPI nor torch is there)."""
     from . import measure
     from .present.resultset import ResultSet
+    _launched(gpus)
     cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, gpus, out_dtype, refs)
     out = new_file(out, "--out")
     if isinstance(variants, (str, Variant)):
@@ -269,8 +288,9 @@ def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 
                   and (opts.out_dtype == "fp32" or "OUT_DTYPE" in v.params)]
     if not chosen:
         raise GemmlabError("no variants to compare")
+    team = _team(opts, store)
     with _Progress(progress) as reporter:
-        doc, rows = measure.compare(chosen, shape, opts, reporter, out, record=record)
+        doc, rows = measure.compare(chosen, shape, opts, reporter, out, record=record, team=team)
     extra = ["--variants", ",".join(v.name for v in chosen)] if variants is not None else []
     return ResultSet.of(dict(doc, rows=rows), _argv("compare", shape, opts, doc, kernels_dirs, extra))
 
@@ -278,14 +298,18 @@ def compare(variants=None, shape=4096, *, dtype: str | None = None, reps: int = 
 def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None, reps: int = 10, rounds: int = 1,
           seed: int | None = None, check: str = "cupy", timeout: float = 60.0, out: str | Path | None = None,
           fresh: bool = False, save_best: bool = False, jobs: int | None = None, kernels_dirs=(),
-          record: bool = True, progress=True, gpus: int | None = 1, out_dtype: str | None = None):
+          record: bool = True, progress=True, gpus: int | None = 1, out_dtype: str | None = None,
+          store: str | None = None):
     """Time a variant over a grid of parameters, fastest first, cuBLAS last (`gemmlab sweep`). grid is
     {name: [values]} or {name: "2..8"}, or a list of `NAME=V1,V2|A..B[:STEP]` texts; configurations its
     constraints forbid are skipped (the document's "skipped" says why). What the history has for this
     GPU and shape is reused unless fresh; save_best writes the fastest into the tuning cache auto reads.
-    gpus: one worker per GPU of this host (None: all), each configuration timed alone on its own."""
+    gpus: one worker per GPU of this host (None: all), each configuration timed alone on its own. Under
+    mpirun, srun or torchrun each rank measures its share of the configurations on its GPU, and rank 0
+    returns them all, records them and saves the best (gemmlab/spread.py; store as compare's)."""
     from . import grid as grids, measure
     from .present.resultset import ResultSet
+    _launched(gpus)
     cat, opts = catalog(kernels_dirs), _options(dtype, reps, rounds, seed, check, timeout, gpus)
     v = _variant(cat, variant)
     opts.problem = v.problem  # a variant of another problem sweeps on that problem's inputs (n, or M x N)
@@ -298,6 +322,7 @@ def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None,
             raise GemmlabError(f"a sweep runs one {'input' if name == 'DTYPE' else 'C'} type; choose it with {option}")
     valid, skipped = grids.grid(v, specs, fixed=v.for_dtype(opts.dtype, None, opts.out_dtype))
     out = new_file(out, "--out")
+    team = _team(opts, store)
     with _Progress(progress) as reporter:
         for n, why, example in grids.skip_summary(skipped):
             reporter.note(f"skipped {n}: {why}  (e.g. {example})")
@@ -306,8 +331,8 @@ def sweep(variant: str | Variant, grid, shape=4096, *, dtype: str | None = None,
         about = {"skipped": [{"params": typed, "why": why} for typed, why in skipped],
                  "swept": [grids.parse_spec(sp)[0] for sp in specs]}
         doc, rows = measure.sweep(v, valid, shape, opts, reporter, out, fresh=fresh, compile_jobs=jobs, record=record,
-                                  about=about)
-        if save_best and not doc.get("interrupted"):
+                                  about=about, team=team)
+        if save_best and not doc.get("interrupted") and doc.get("rank", 0) == 0:
             measure.save_best(doc, rows, shape, reporter)
     extra = ["--variant", v.name] + [a for sp in specs for a in ("--param", sp)]
     extra += (["--fresh"] if fresh else []) + (["--save-best"] if save_best else [])
@@ -324,7 +349,7 @@ def _shapes_variants(cat: Catalog, variants) -> tuple[bool, list[Variant]]:
 def suite(variants=None, only=None, *, shapes: str | None = None, random: int | None = None, dtype: str | None = None,
           reps: int = 10, rounds: int = 1, seed: int | None = None, timeout: float = 60.0, out: str | Path | None = None,
           kernels_dirs=(), record: bool = True, progress=True, gpus: int | None = 1, out_dtype: str | None = None,
-          refs=None, problem: str | None = None, inputs: str | None = None):
+          refs=None, problem: str | None = None, inputs: str | None = None, store: str | None = None):
     """A suite of shapes with auto and/or the named variants and cuBLAS (and the reference rows of `refs`), each shape's roofline bound and
     % of it, x cuBLAS, and per variant the geometric mean, minimum and share of shapes at or above cuBLAS
     (`gemmlab suite`). shapes: "lab" (the default: the MIT 6.S894 lab's 12, with the course's targets), "llm"
@@ -333,10 +358,13 @@ def suite(variants=None, only=None, *, shapes: str | None = None, random: int | 
     gpus: one worker per GPU of this host (None: all) for each shape's jobs. variants: default auto.
     problem (or that of the variants): another problem's sizes (its own, a suite file of that problem's,
     or random=N) with its rungs (default: its best) beside its cupy reference, x cupy in place of x cuBLAS;
-    only names n (MxN for transpose), inputs its input set to time."""
-    from . import measure, problems, suites
+    only names n (MxN for transpose), inputs its input set to time. Under mpirun, srun or torchrun each
+    rank measures its share of the shapes (each shape with all its jobs) on its GPU, and rank 0 returns
+    them all (gemmlab/spread.py; store as compare's)."""
+    from . import measure, problems, spread, suites
     from .jobs import fresh_seed
     from .present.resultset import ResultSet
+    _launched(gpus)
     cat = catalog(kernels_dirs)
     auto, named = _shapes_variants(cat, variants) if variants is not None else (False, [])
     problem = _problem(cat, problem, named)
@@ -345,6 +373,9 @@ def suite(variants=None, only=None, *, shapes: str | None = None, random: int | 
     elif auto and problem != "gemm":
         raise GemmlabError(f"auto chooses GEMM kernels; name {problem} variants (by default its best, "
                            f"{problems.get(problem).best})", hint=f"`gemmlab list --problem {problem}` shows them")
+    _options(dtype or "fp32", reps, rounds, seed, "cupy", timeout)  # bad numbers: one error before the ranks talk
+    team = spread.join(seed, store, max(timeout, 120.0))  # under a launcher: rank 0's seed, for the shapes too
+    seed = team.seed if team else seed
     if random is not None:
         if shapes is not None:
             raise GemmlabError("--random draws its own shapes; it does not take --shapes")
@@ -363,12 +394,13 @@ def suite(variants=None, only=None, *, shapes: str | None = None, random: int | 
     dtype = dtype or suite_.dtypes[0]
     opts = _options(dtype, reps, rounds, seed, "cupy", timeout, gpus, out_dtype, refs)
     opts.problem, opts.inputs = problem, inputs
+    opts.device = team.gpu() if team else None
     _problem_options(opts)
     for v in named:
         v.for_dtype(dtype, None, opts.out_dtype)  # a variant without a kernel for the types: one error now
     out = new_file(out, "--out")
     with _Progress(progress) as reporter:
-        doc = measure.suite(suite_, auto, named, cat, opts, reporter, out, record=record)
+        doc = measure.suite(suite_, auto, named, cat, opts, reporter, out, record=record, team=team)
     argv = ["suite", "--variants", ",".join((["auto"] if auto else []) + [v.name for v in named])]
     argv += ["--problem", problem] if problem != "gemm" else []
     argv += ["--inputs", inputs] if inputs is not None else []

@@ -36,6 +36,7 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT_S
     rounds: int = 1  # measurements of cuBLAS and of each job, taken in turns (see run_jobs)
     gpus: int = 1  # workers, one per GPU of this host: each job is timed alone on the GPU that takes it
+    device: int | None = None  # with one worker, the GPU of this host it runs on (a launcher's rank's; None: the first)
     problem: str = "gemm"  # what the jobs compute (gemmlab/problems/); GEMM's path is gpu/problem.py
     inputs: str | None = None  # the input set a problem other than GEMM times (None: its first)
     refs: tuple = ()  # reference rows beside cuBLAS's (gpu/references.py: "cuBLASLt", "Triton"), GEMM only
@@ -137,7 +138,7 @@ def run_jobs(command: str, jobs: list, shape: Shape, opts: Options, with_cublas:
     on_row = on_row or (lambda doc, row: None)
     todo, cublas = [], _Entry(None, {})  # _Entry per job, in job order
     refs = [_Entry(None, {}, ref=name) for name in opts.refs]
-    with Isolated(handler, setup(shape, seed, opts), opts.timeout, on_phase) as w:
+    with Isolated(handler, setup(shape, seed, opts), opts.timeout, on_phase, gpu=opts.device) as w:
         info = w.start()  # no GPU, or no room for the inputs: a GemmlabError for the whole run
         dev = info["device"]
         doc = _doc(command, dev, shape, seed, opts)

@@ -25,17 +25,26 @@ from .templates import Catalog, Variant
 class Recorder:
     """Takes each row the moment it is measured: its change against the last run of the same variant
     and shape (from the history), then into the history and, with out_path, into that file (atomically),
-    so a fault or Ctrl-C loses nothing measured before it."""
+    so a fault or Ctrl-C loses nothing measured before it. With defer (a rank other than 0 under a
+    launcher: gemmlab/spread.py) a row only says where it belongs in the history (its "_record"), for
+    rank 0 to record it."""
 
-    def __init__(self, out_path: Path | None, reporter: Reporter, record: bool = True):
+    def __init__(self, out_path: Path | None, reporter: Reporter, record: bool = True, defer: bool = False):
         self.out_path, self.reporter, self.record, self.rows, self.warned = out_path, reporter, record, [], False
+        self.defer = defer
 
     def __call__(self, doc: dict, row: dict) -> None:
+        self.take(row, [doc["command"], doc["shape"], doc["device"]["name"], doc["commit"], row.get("dtype", "fp32")])
+        self.save(doc)
+
+    def take(self, row: dict, where: list) -> None:
+        """One row into the history at `where` (command, shape, device, commit, input type), with its change."""
         prev = None
-        if self.record:
+        if self.defer:
+            row["_record"] = where
+        elif self.record:
             try:
-                prev = history.record(doc["command"], row, doc["shape"], doc["device"]["name"], doc["commit"],
-                                      row.get("dtype", "fp32"))
+                prev = history.record(where[0], row, *where[1:])
             except GemmlabError as e:
                 if not self.warned:
                     self.reporter.note(f"{e.message}; results are not being recorded")
@@ -44,7 +53,6 @@ class Recorder:
         row.update(vs_last=d["vs_last"], vs_last_text=history.delta_text(d), changed=d["changed"],
                    vs_last_noise=d.get("noise"), outside_noise=d.get("outside_noise"))
         self.rows.append(row)
-        self.save(doc)
 
     def save(self, doc: dict, rows: list[dict] | None = None) -> None:
         if self.out_path:
@@ -53,12 +61,13 @@ class Recorder:
 
 def measure(command: str, jobs, shape: Shape, opts: Options, reporter: Reporter, out_path: Path | None = None,
             with_cublas: bool = True, keep_going: bool = False, total: int | None = None,
-            record: bool = True, said: set | None = None) -> tuple[dict, list[dict], Recorder]:
+            record: bool = True, said: set | None = None, defer: bool = False) -> tuple[dict, list[dict], Recorder]:
     """Check and time each (variant, params) of `jobs` (or of jobs(device)) on one set of inputs, cuBLAS
     first, in a worker process (jobs.py). With keep_going a variant that does not build is an ERROR row.
     The document's notes (a reference row that cannot be had) go to the reporter, each once (`said`: the
-    notes already given, over several calls)."""
-    recorder = Recorder(out_path, reporter, record)
+    notes already given, over several calls). defer: the rows say where they belong in the history,
+    for rank 0 to record them (Recorder)."""
+    recorder = Recorder(out_path, reporter, record, defer)
     reporter.total(total)
 
     def on_row(doc, row):
@@ -106,48 +115,94 @@ def run(v: Variant | None, params: dict, shape: Shape, opts: Options, reporter: 
 
 
 def compare(chosen: list[Variant], shape: Shape, opts: Options, reporter: Reporter, out_path: Path | None = None,
-            record: bool = True) -> tuple[dict, list[dict]]:
-    """Each variant at its defaults for the input type, cuBLAS beside them, with speed-ups rung over rung."""
+            record: bool = True, team=None) -> tuple[dict, list[dict]]:
+    """Each variant at its defaults for the input type, cuBLAS beside them, with speed-ups rung over rung.
+    team (gemmlab/spread.py): this rank's share of the variants; rank 0 gets every rank's rows."""
     jobs = [(v, v.resolve(v.for_dtype(opts.dtype, None, opts.out_dtype))) for v in chosen]
-    doc, rows, recorder = measure("compare", jobs, shape, opts, reporter, out_path, keep_going=True,
-                                  total=len(jobs), record=record)
-    metrics.add_speedups(rows)
-    recorder.save(doc, rows)
+    place = {v.name: i for i, v in reversed(list(enumerate(chosen)))}
+
+    def work(mine, lead):
+        doc, rows, _ = measure("compare", mine, shape, opts, reporter, out_path if lead else None, keep_going=True,
+                               total=len(mine), record=record and lead, defer=not lead)
+        return doc, rows
+
+    def order(rows):  # the variants in the order asked for, then each rank's references (cuBLAS last)
+        return sorted(rows, key=lambda r: (metrics.is_reference(r), r["rank"] if metrics.is_reference(r)
+                                           else place.get(r["variant"], len(place)), r["variant"] == "cuBLAS"))
+
+    doc, rows = spread_over(team, "compare", jobs, work, order, reporter, record, opts.timeout)
+    if doc.get("rank", 0) == 0:
+        metrics.add_speedups(rows)
+        _save(out_path, doc, rows)
     return doc, rows
+
+
+def _save(out_path: Path | None, doc: dict, rows: list[dict]) -> None:
+    if out_path:
+        write_atomic(out_path, dump(dict(doc, rows=rows)))
+
+
+def spread_over(team, command: str, items: list, work, order, reporter: Reporter, record: bool,
+                timeout: float) -> tuple[dict, list[dict]]:
+    """work(items, lead) -> (document, rows): the whole of `items` in this process without a team; under
+    a launcher (team: gemmlab/spread.py) this rank's share, after which rank 0 gathers every rank's rows
+    (recorded in the history as they come) and puts them in order(rows), and each other rank hands its
+    rows over and gets a document that says only which rank it is (its own rows, as measured)."""
+    if team is None:
+        return work(items, True)
+    mine = team.share(items)
+    try:
+        doc, rows = work(mine, team.lead) if mine else (None, [])
+    except GemmlabError as e:
+        if not team.lead:  # rank 0 names it, and keeps what the others measured
+            team.deliver(command, None, [], e)
+        raise
+    if not team.lead:
+        return team.deliver(command, doc, rows), rows
+    return doc, order(team.gather(doc, rows, Recorder(None, reporter, record), timeout))
 
 
 def sweep(v: Variant, valid: list[dict], shape: Shape, opts: Options, reporter: Reporter,
           out_path: Path | None = None, fresh: bool = False, compile_jobs: int | None = None,
-          record: bool = True, about: dict | None = None) -> tuple[dict, list[dict]]:
+          record: bool = True, about: dict | None = None, team=None) -> tuple[dict, list[dict]]:
     """Every configuration in `valid` (grid.grid's), fastest first, cuBLAS last. What the history already
     has for this GPU, shape, input type and rendered source is taken from it, not measured again (unless
     fresh); the rest is compiled in parallel first (into the cache), then measured. `about`: more keys
-    for the document (what was swept, what was skipped)."""
+    for the document (what was swept, what was skipped). team (gemmlab/spread.py): this rank's share of
+    the configurations; rank 0 gets every rank's rows, fastest first, and each rank's cuBLAS last."""
     from .grid import compile_all
-    known = []  # history rows of configurations measured before on this GPU and shape
 
-    def jobs(dev):
-        todo = []
-        for params in valid:
-            rendered = render(v, params)
-            h = None if fresh else history.measured(dev.name, source_hash(rendered.source), shape, opts.dtype)
-            if h:
-                known.append(h)
-            else:
-                todo.append((params, rendered))
-        compile_all([r for _, r in todo], dev.arch, compile_jobs)
-        return [(v, params) for params, _ in todo]
+    def work(mine, lead):
+        known = []  # history rows of configurations measured before on this GPU and shape
 
-    doc, rows, recorder = measure("sweep", jobs, shape, opts, reporter, out_path, keep_going=True,
-                                  total=len(valid), record=record)
-    cublas = next((r for r in rows if metrics.is_reference(r)), None)
-    peak = doc["device"]["peak_tflops"][opts.dtype] * 1e12
-    rows = [r for r in rows if r is not cublas] + [records.row_from_history(h, peak, cublas and cublas["ms"])
-                                                   for h in known]
-    rows.sort(key=lambda r: (r["ms"] is None, r["ms"] or 0))
-    rows += [cublas] if cublas else []
-    doc.update(about or {})
-    recorder.save(doc, rows)
+        def jobs(dev):
+            todo = []
+            for params in mine:
+                rendered = render(v, params)
+                h = None if fresh else history.measured(dev.name, source_hash(rendered.source), shape, opts.dtype)
+                if h:
+                    known.append(h)
+                else:
+                    todo.append((params, rendered))
+            compile_all([r for _, r in todo], dev.arch, compile_jobs)
+            return [(v, params) for params, _ in todo]
+
+        doc, rows, _ = measure("sweep", jobs, shape, opts, reporter, out_path if lead else None, keep_going=True,
+                               total=len(mine), record=record and lead, defer=not lead)
+        cublas = next((r for r in rows if metrics.is_reference(r)), None)
+        peak = doc["device"]["peak_tflops"][opts.dtype] * 1e12
+        rows = [r for r in rows if r is not cublas] + [records.row_from_history(h, peak, cublas and cublas["ms"])
+                                                       for h in known]
+        return doc, order(rows + ([cublas] if cublas else []))
+
+    def order(rows):  # fastest first, those without a time after them, cuBLAS last (each rank's, by rank)
+        return sorted(rows, key=lambda r: (metrics.is_reference(r), metrics.is_reference(r) or r["ms"] is None,
+                                           0 if metrics.is_reference(r) else r["ms"] or 0, r.get("rank", 0)))
+
+    doc, rows = spread_over(team, "sweep", valid, work, order, reporter, record, opts.timeout)
+    if doc.get("rank", 0) == 0:
+        doc.update(about or {})
+        _save(out_path, doc, rows)
     return doc, rows
 
 
@@ -169,7 +224,7 @@ def save_best(doc: dict, rows: list[dict], shape: Shape, reporter: Reporter) -> 
 
 def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Variant], cat: Catalog, opts: Options,
                 add, reporter: Reporter, out_path: Path | None = None, record: bool = True,
-                about: dict | None = None) -> dict:
+                about: dict | None = None, defer: bool = False) -> dict:
     """Run the variants (at their defaults; auto chosen per shape) and cuBLAS on each shape in turn, one
     worker per shape since the inputs differ. add(shape, doc, rows) gives the rows to keep (auto's row
     says chosen_by = "auto"); with out_path the results so far are saved after each shape, with `about`
@@ -181,7 +236,7 @@ def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Varia
         choose = auto_jobs(cat, shape, reporter, opts.dtype, opts.out_dtype) if auto else (lambda dev: [])
         fixed = [(v, v.resolve(v.for_dtype(opts.dtype, None, opts.out_dtype))) for v in named]
         d, got, _ = measure(command, lambda dev, choose=choose, fixed=fixed: choose(dev) + fixed,
-                            shape, opts, reporter, keep_going=True, record=record, said=said)
+                            shape, opts, reporter, keep_going=True, record=record, said=said, defer=defer)
         if auto and got and not metrics.is_reference(got[0]):
             got[0]["chosen_by"] = "auto"
         doc = doc or dict(d, **(about or {}))
@@ -198,39 +253,55 @@ def over_shapes(command: str, shapes: list[Shape], auto: bool, named: list[Varia
     return doc
 
 
-def on_gpu(request: tuple, what: str, reporter: Reporter):
-    """(device, answer) for one request to a worker that needs no GEMM inputs (bandwidth, occupancy)."""
+def on_gpu(request: tuple, what: str, reporter: Reporter, gpu: int | None = None):
+    """(device, answer) for one request to a worker that needs no GEMM inputs (bandwidth, occupancy), on
+    the `gpu`-th GPU of this host (default: the current one)."""
     from .worker import SETUP_TIMEOUT_S, Isolated
     reporter.phase(what)
-    with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), SETUP_TIMEOUT_S, reporter.phase) as w:
+    with Isolated("gemmlab.worker:GpuJobs", (Shape(1, 1, 1), 0, False), SETUP_TIMEOUT_S, reporter.phase, gpu=gpu) as w:
         return w.start()["device"], w.call(request)
 
 
 def suite(shapes, auto: bool, named: list[Variant], cat: Catalog, opts: Options, reporter: Reporter,
-          out_path: Path | None = None, record: bool = True) -> dict:
+          out_path: Path | None = None, record: bool = True, team=None) -> dict:
     """A suites.Suite's shapes with auto and/or the named variants and cuBLAS, in opts.dtype: the rows carry
     the roofline columns (suites.annotate), the document the bandwidth, the suite and, per variant, the
     geometric mean, minimum and share of shapes at or above cuBLAS (suites.summary). Another problem's
     (opts.problem) rows carry x cupy instead (suites.annotate_problem), and each its own worker's copy
-    bandwidth (% copy), as a run's do."""
-    from . import suites
+    bandwidth (% copy), as a run's do. team (gemmlab/spread.py): this rank's share of the shapes, each
+    with all its jobs (its x cuBLAS is one GPU's, its roofline that GPU's bandwidth); rank 0 gets every
+    rank's rows, in the suite's order."""
+    from . import problems, suites
     entries = {str(e.shape): e for e in shapes.entries}
-    if opts.problem == "gemm":
-        _, bandwidth = on_gpu(("bandwidth",), "measure the copy bandwidth", reporter)
-
-        def add(shape, d, got):
-            peak = d["device"]["peak_tflops"][opts.dtype] * 1e12
-            cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
-            return [suites.annotate(r, entries[str(shape)], peak, bandwidth, cublas, opts.dtype) for r in got]
-    else:
-        def add(shape, d, got):
-            return [suites.annotate_problem(r, entries[str(shape)], opts.problem) for r in got]
-
+    label = str if opts.problem == "gemm" else problems.get(opts.problem).label
+    index = {label(e.shape): i for i, e in enumerate(shapes.entries)}
     about = {"suite": {"name": shapes.name, "description": shapes.description, "source": shapes.source}}
-    doc = over_shapes("suite", [e.shape for e in shapes.entries], auto, named, cat, opts, add, reporter, out_path,
-                      record, about)
-    if opts.problem == "gemm":
-        doc["bandwidth_tbs"] = bandwidth / 1e12
+
+    def work(mine, lead):
+        if opts.problem == "gemm":
+            _, bandwidth = on_gpu(("bandwidth",), "measure the copy bandwidth", reporter, opts.device)
+
+            def add(shape, d, got):
+                peak = d["device"]["peak_tflops"][opts.dtype] * 1e12
+                cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
+                return [suites.annotate(r, entries[str(shape)], peak, bandwidth, cublas, opts.dtype) for r in got]
+        else:
+            def add(shape, d, got):
+                return [suites.annotate_problem(r, entries[str(shape)], opts.problem) for r in got]
+
+        doc = over_shapes("suite", [e.shape for e in mine], auto, named, cat, opts, add, reporter,
+                          out_path if lead else None, record and lead, about, defer=not lead)
+        if opts.problem == "gemm":
+            doc["bandwidth_tbs"] = bandwidth / 1e12
+        return doc, doc["rows"]
+
+    def order(rows):  # the suite's shapes in its order, each with its rows as its rank gave them
+        return sorted(rows, key=lambda r: index.get(r["shape"], len(index)))
+
+    doc, rows = spread_over(team, "suite", shapes.entries, work, order, reporter, record, opts.timeout)
+    doc["rows"] = rows
+    if doc.get("rank", 0) != 0:
+        return doc
     doc["summary"] = suites.summary(doc["rows"])
     if out_path:
         write_atomic(out_path, dump(doc))

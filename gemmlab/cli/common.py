@@ -206,6 +206,12 @@ def gpus_option(f):
                              "and the rows come back in one table (default: 1).")(f)
 
 
+def store_option(f):
+    return click.option("--store", type=click.Path(dir_okay=False),
+                        help="Under a launcher without MPI or torch: a file every rank sees, through which rank 0 "
+                             "passes the seed and takes each rank's rows (PATH.rankN, beside it).")(f)
+
+
 def dtype_option(f):
     return click.option("--dtype", type=click.Choice(DTYPES),
                         help="Input type: fp32 (CUDA cores), or tf32, fp16, bf16, e4m3, e5m2 (tensor cores; C is "

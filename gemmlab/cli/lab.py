@@ -17,7 +17,7 @@ from ..templates import show_value
 from .problems import problem_of, problem_options
 from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, cli, dtype_option, err,
                      gpus_option, kernels_dir_option, make_shape, names_list, out, output_format, output_options, overrides,
-                     out_dtype_option, param_options, refs_option, rounds_option)
+                     out_dtype_option, param_options, refs_option, rounds_option, store_option)
 
 
 @cli.command()
@@ -44,12 +44,13 @@ from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, 
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the roofline with every result (PNG).")
 @refs_option
 @gpus_option
+@store_option
 @problem_options
 @output_options
 @kernels_dir_option
 @click.pass_context
 def suite(ctx, variants, shapes, random_, only, dtype, out_dtype, reps, rounds, seed, timeout, out_path, plot_path,
-          refs, gpus, problem, inputs, as_json, as_csv, kernels_dirs):
+          refs, gpus, store, problem, inputs, as_json, as_csv, kernels_dirs):
     """A suite of shapes against cuBLAS (default: the MIT 6.S894 lab's 12): roofline bound, % of it, x
     cuBLAS, the course's targets; per variant the geometric mean, minimum and share at or above cuBLAS.
     Another problem's (--problem, or that of --variants): its sizes with its best rung beside its cupy
@@ -63,13 +64,17 @@ def suite(ctx, variants, shapes, random_, only, dtype, out_dtype, reps, rounds, 
         rs = api.suite(names, None if only is None else names_list(only, "--only"),
                        shapes=shapes, random=random_, dtype=dtype, out_dtype=out_dtype, reps=reps, rounds=rounds,
                        seed=seed, timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus,
-                       refs=refs, problem=problem, inputs=inputs)
+                       refs=refs, problem=problem, inputs=inputs, store=store)
+    if rs.meta.get("rank", 0) != 0:  # under a launcher: this rank's rows went to rank 0, which prints them
+        ctx.exit(0)
     doc = rs.to_json()
     _print_rows(doc, doc["rows"], fmt, rs.table)  # the table, and the summary per variant under it
     _plot("roofline_plot", doc, plot_path)
     for r in rs.failures:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(records.failure_text(r))}",
                     soft_wrap=True)
+    if rs.meta.get("fault"):
+        err().print(f"[bold red]error:[/] {escape(rs.meta['fault'])}", soft_wrap=True)
     ctx.exit(rs.exit_status)
 
 

@@ -15,12 +15,16 @@ from ..present import tables
 from ..results import records
 from ..sanitize import TOOLS as SANITIZERS
 from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, gpus_option,
-                     kernels_dir_option, names_list, out, overrides, param_options, refs_option, shape_options)
+                     kernels_dir_option, names_list, out, overrides, param_options, refs_option, shape_options,
+                     store_option)
 from .problems import gemm_shape_options, problem_of, problem_options, problem_shape, size_given
 
 
 def _emit(rs, fmt) -> int:
-    """Print a ResultSet; return the exit status it calls for (1 if any failed, 130 if interrupted)."""
+    """Print a ResultSet; return the exit status it calls for (1 if any failed, 130 if interrupted). Under a
+    launcher a rank other than 0 prints nothing: its rows went to rank 0, whose table and status are the job's."""
+    if rs.meta.get("rank", 0) != 0:
+        return 0
     rows = rs.to_dicts()
     _print_rows(rs.to_json(), rows, fmt, rs.table)
     if fmt == "table" and any(r.get("user") for r in rows):
@@ -32,6 +36,8 @@ def _emit(rs, fmt) -> int:
     for r in rs.failures:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} {records.params_text(r['params'])}: "
                     f"{escape(records.failure_text(r))}; its time is not reported", soft_wrap=True)
+    if rs.meta.get("fault"):
+        err().print(f"[bold red]error:[/] {escape(rs.meta['fault'])}", soft_wrap=True)
     if rs.interrupted:
         done = len([r for r in rows if r["variant"] not in ("cuBLAS", "cupy")])
         of = f" of {rs.meta['planned']}" if rs.meta.get("planned") else ""
@@ -163,9 +169,10 @@ def _gpu_or_fail() -> None:
 @click.option("--save-best", is_flag=True, help="Write the fastest into the tuning cache that --variant auto reads.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw GFLOP/s per configuration (PNG).")
 @gpus_option
+@store_option
 @kernels_dir_option
 @click.pass_context
-def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_dirs, **common):
+def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, store, kernels_dirs, **common):
     """Time a variant over a grid of parameters, fastest first; skip what its constraints forbid."""
     problem = problem_of(None, [name], kernels_dirs)
     shape, opts, fmt, out_path = _common(ctx, gemm_shape_options(common, problem))
@@ -177,9 +184,10 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_di
                        reps=opts.reps, rounds=opts.rounds,
                        seed=opts.seed, check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout,
                        out=out_path, fresh=fresh, save_best=save_best, jobs=jobs_, kernels_dirs=kernels_dirs,
-                       progress=reporter, gpus=gpus)
+                       progress=reporter, gpus=gpus, store=store)
     status = _emit(rs, fmt)
-    _plot("sweep_plot", rs.to_json(), plot_path)
+    if rs.meta.get("rank", 0) == 0:
+        _plot("sweep_plot", rs.to_json(), plot_path)
     ctx.exit(status)
 
 
@@ -188,10 +196,11 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, kernels_di
 @shape_options
 @refs_option
 @gpus_option
+@store_option
 @problem_options
 @kernels_dir_option
 @click.pass_context
-def compare(ctx, variants, refs, gpus, problem, inputs, kernels_dirs, **common):
+def compare(ctx, variants, refs, gpus, store, problem, inputs, kernels_dirs, **common):
     """The ladder at each variant's defaults, plus cuBLAS, with speed-ups rung over rung (--problem: that
     problem's ladder, beside its cupy reference)."""
     chosen = names_list(variants, "--variants") if variants is not None else None
@@ -206,5 +215,5 @@ def compare(ctx, variants, refs, gpus, problem, inputs, kernels_dirs, **common):
         rs = api.compare(chosen, shape, dtype=common["dtype"], out_dtype=common["out_dtype"], reps=opts.reps,
                          rounds=opts.rounds, seed=opts.seed,
                          check="fp64" if opts.fp64_check else "cupy", timeout=opts.timeout, out=out_path,
-                         kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus, refs=refs, **more)
+                         kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus, refs=refs, store=store, **more)
     ctx.exit(_emit(rs, fmt))

@@ -9,7 +9,9 @@ started it, and the NCCL unique id passed from rank 0 to the others through that
 The id travels by MPI broadcast where mpi4py and an MPI launcher are there, else through torch's TCP
 store at MASTER_ADDR:MASTER_PORT (torchrun), else through a file that every rank can read (`--store
 PATH`: one host, or a shared file system). `gemmlab dist --gpus N` starts its N ranks itself and hands
-them the id directly. Nothing here needs a GPU.
+them the id directly. The same channels (`channel`) carry sweep's, compare's and suite's rows from every
+rank to rank 0 (gemmlab/spread.py): a gather with a time limit, which says which ranks did not deliver.
+Nothing here needs a GPU.
 """
 
 from __future__ import annotations
@@ -68,42 +70,97 @@ def share_id(place: Place, make, store: str | None = None, timeout: float = 120.
     """The NCCL unique id, made by rank 0 (`make()`) and passed to every rank: by MPI broadcast under an
     MPI launcher with mpi4py, through a file with `store` = a path, through torch's TCP store under
     torchrun. A GemmlabError where none of these is there."""
-    env = os.environ if env is None else env
     if place.world == 1:
         return make()
+    return channel(place, store, timeout, env).bcast(make)
+
+
+def channel(place: Place, store: str | None = None, timeout: float = 120.0, env=None, what: str = "the NCCL id"):
+    """How the ranks of this job pass bytes: a FileStore with `store` = a path, MPI (mpi4py) under an MPI
+    launcher, torch's TCP store where MASTER_ADDR and MASTER_PORT are set (torchrun). A GemmlabError
+    where none of these is there (`what`: what is to be passed, for its message)."""
+    env = os.environ if env is None else env
     if store:
-        return FileStore(Path(store), job_id(env)).share(place.rank, make, timeout)
+        return FileStore(Path(store), job_id(env), place, timeout, what)
     if place.launcher in ("mpirun", "mpich", "srun"):
         try:
-            from mpi4py import MPI  # noqa: F401
+            from mpi4py import MPI
         except ImportError:
             MPI = None
         if MPI is not None and (place.launcher != "srun" or "PMI_RANK" in env or "PMIX_RANK" in env):
-            comm = MPI.COMM_WORLD
-            return comm.bcast(make() if place.rank == 0 else None, root=0)
+            return MpiChannel(MPI.COMM_WORLD, place)
     if "MASTER_ADDR" in env and "MASTER_PORT" in env:
-        return _tcp_share(place, make, env, timeout)
-    raise GemmlabError(f"no way to pass the NCCL id from rank 0 to the others under {place.launcher}",
+        return TcpChannel(place, env, timeout)
+    raise GemmlabError(f"no way to pass {what} from rank 0 to the others under {place.launcher}",
                        hint="install mpi4py (under mpirun or srun --mpi), run under torchrun, or give "
                             "--store PATH, a file on a file system every rank sees")
 
 
-def _tcp_share(place: Place, make, env, timeout: float) -> bytes:
+def _missing(place: Place, got: dict) -> list[int]:
+    return [r for r in range(place.world) if r not in got]
+
+
+class MpiChannel:
+    """MPI.COMM_WORLD: a broadcast from rank 0; the gather as a message from each rank that rank 0 takes
+    once it has come (MPI's own gather has no time limit, and cannot say which rank it waits for)."""
+    TAG = 4646
+
+    def __init__(self, comm, place: Place):
+        self.comm, self.place = comm, place
+
+    def bcast(self, make) -> bytes:
+        return self.comm.bcast(make() if self.place.rank == 0 else None, root=0)
+
+    def gather(self, payload: bytes, key: str, timeout: float) -> dict[int, bytes] | None:
+        if self.place.rank != 0:
+            self.comm.send((key, payload), dest=0, tag=self.TAG)
+            return None
+        got, deadline = {0: payload}, time.monotonic() + timeout
+        while _missing(self.place, got) and time.monotonic() < deadline:
+            for r in _missing(self.place, got):
+                if self.comm.iprobe(source=r, tag=self.TAG):
+                    k, data = self.comm.recv(source=r, tag=self.TAG)
+                    if k == key:
+                        got[r] = data
+            time.sleep(0.05)
+        return got
+
+
+class TcpChannel:
     """torch.distributed's TCPStore at MASTER_ADDR:MASTER_PORT: torchrun's agent serves it (its workers
-    are clients); without an agent rank 0 serves it."""
-    try:
-        from datetime import timedelta
-        from torch.distributed import TCPStore
-    except ImportError:
-        raise GemmlabError("passing the NCCL id through MASTER_ADDR:MASTER_PORT needs torch.distributed",
-                           hint="install torch, or give --store PATH") from None
-    agent = env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-    store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), place.world,
-                     is_master=place.rank == 0 and not agent, timeout=timedelta(seconds=timeout))
-    key = f"{UID_KEY}-{env.get('TORCHELASTIC_RUN_ID', '')}-{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-    if place.rank == 0:
-        store.set(key, make())
-    return bytes(store.get(key))
+    are clients); without an agent rank 0 serves it. Made once and kept, so that a rank done early is
+    connected already while rank 0 still works."""
+
+    def __init__(self, place: Place, env, timeout: float):
+        try:
+            from datetime import timedelta
+            from torch.distributed import TCPStore
+        except ImportError:
+            raise GemmlabError("passing data between ranks through MASTER_ADDR:MASTER_PORT needs torch.distributed",
+                               hint="install torch, or give --store PATH") from None
+        agent = env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        self.place = place
+        self.store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), place.world,
+                              is_master=place.rank == 0 and not agent, timeout=timedelta(seconds=timeout))
+        self.prefix = f"{UID_KEY}-{env.get('TORCHELASTIC_RUN_ID', '')}-{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+    def bcast(self, make) -> bytes:
+        if self.place.rank == 0:
+            self.store.set(self.prefix, make())
+        return bytes(self.store.get(self.prefix))
+
+    def gather(self, payload: bytes, key: str, timeout: float) -> dict[int, bytes] | None:
+        name = f"{self.prefix}-{key}-rank"
+        if self.place.rank != 0:
+            self.store.set(f"{name}{self.place.rank}", payload)
+            return None
+        got, deadline = {0: payload}, time.monotonic() + timeout
+        while _missing(self.place, got) and time.monotonic() < deadline:
+            for r in _missing(self.place, got):
+                if self.store.check([f"{name}{r}"]):
+                    got[r] = bytes(self.store.get(f"{name}{r}"))
+            time.sleep(0.05)
+        return got
 
 
 def job_id(env) -> str:
@@ -118,8 +175,37 @@ class FileStore:
     """The id in a file: rank 0 writes it whole (write, then rename), the others wait for one written by
     the same job (its first line is the job's id, where the launcher gives one)."""
 
-    def __init__(self, path: Path, job: str = ""):
-        self.path, self.job = path, job.encode()
+    def __init__(self, path: Path, job: str = "", place: Place | None = None, timeout: float = 120.0,
+                 what: str = "the NCCL id"):
+        self.path, self.job, self.place, self.timeout, self.what = path, job.encode(), place, timeout, what
+
+    def bcast(self, make) -> bytes:
+        return self.share(self.place.rank, make, self.timeout)
+
+    def part(self, rank: int) -> Path:
+        return self.path.with_name(f"{self.path.name}.rank{rank}")
+
+    def gather(self, payload: bytes, key: str, timeout: float) -> dict[int, bytes] | None:
+        """Each rank's bytes in a file beside the store's (PATH.rankN, written whole, its first line the
+        job's key); rank 0 takes each once it is there, and removes it."""
+        rank, head = self.place.rank, key.encode() + b"\n"
+        if rank != 0:
+            tmp = self.path.with_name(f".{self.path.name}.rank{rank}.{os.getpid()}.tmp")
+            tmp.write_bytes(head + payload)
+            os.replace(tmp, self.part(rank))
+            return None
+        got, deadline = {0: payload}, time.monotonic() + timeout
+        while _missing(self.place, got) and time.monotonic() < deadline:
+            for r in _missing(self.place, got):
+                try:
+                    data = self.part(r).read_bytes()
+                except FileNotFoundError:
+                    continue
+                if data.startswith(head):
+                    got[r] = data[len(head):]
+                    self.part(r).unlink(missing_ok=True)
+            time.sleep(0.05)
+        return got
 
     def share(self, rank: int, make, timeout: float) -> bytes:
         if rank == 0:
@@ -137,5 +223,5 @@ class FileStore:
             if uid and job == self.job:
                 return uid
             time.sleep(0.05)
-        raise GemmlabError(f"rank {rank} waited {timeout:g} s for rank 0 to write the NCCL id into {self.path}",
+        raise GemmlabError(f"rank {rank} waited {timeout:g} s for rank 0 to write {self.what} into {self.path}",
                            hint="every rank must see the same --store file (and rank 0 must have started)")
