@@ -60,7 +60,7 @@ def test_a_sweep_over_three_ranks(tmp_path, swept):
                 "--kernels-dir", swept)
     for r, (status, stdout, stderr) in got.items():
         assert status == 0, (r, stdout, stderr)
-    assert "swept" in got[0][1] and got[1][1] == got[2][1] == ""  # only rank 0 prints
+    assert "over 3 ranks (mpirun)" in got[0][1] and got[1][1] == got[2][1] == ""  # only rank 0 prints
     assert not (tmp_path / "out1.json").exists() and not (tmp_path / "out2.json").exists()
     doc = json.loads((tmp_path / "out0.json").read_text())
     assert doc["ranks"] == 3 and doc["launcher"] == "mpirun" and "fault" not in doc
@@ -93,6 +93,7 @@ def test_compare_keeps_the_order_asked_and_says_which_failed(tmp_path, swept):
 def test_a_suite_keeps_each_shape_on_one_rank(tmp_path):
     got = ranks(tmp_path, 2, "suite", "--variants", "tiled", "--only", "256x256x8192,1x3072x3072,256x256x256")
     assert [g[0] for g in got.values()] == [0, 0], got
+    assert "TB/s over 2 ranks (mpirun)" in got[0][1] and got[1][1] == ""
     doc = json.loads((tmp_path / "out0.json").read_text())
     # the suite's order (as one process gives it), each shape with its kernel and its own rank's cuBLAS
     assert [(x["shape"], x["variant"], x["rank"]) for x in doc["rows"]] == [

@@ -51,6 +51,8 @@ def suite_table(doc: dict) -> FitTable:
     dtype = doc.get("dtype", "fp32")
     name = (doc.get("suite") or {}).get("name", "")
     when = f" · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}"
+    if doc.get("ranks"):  # under a launcher: each shape on one rank's GPU (its rows say which)
+        when = f" over {doc['ranks']} ranks ({doc.get('launcher')})" + when
     if doc.get("problem"):  # each size's % copy is of the bandwidth its worker measured
         of = "" if name == doc["problem"] else f" of {doc['problem']}"
         return FitTable(f"suite {name}{of} on {dev.get('name', '?')}{when}", PROBLEM_SUITE_COLUMNS,

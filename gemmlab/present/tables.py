@@ -24,6 +24,7 @@ def _compile_text(r: dict) -> str:
 RESULT_COLUMNS = [
     Column("variant", lambda r: r["variant"] + (" (user)" if r.get("user") else ""), 0, "left"),
     Column("params", lambda r: params_text(r["params"]), 0, "left", wrap=True),
+    Column("rank", lambda r: fmt(r.get("rank"), "d"), 1, when="ranks"),  # under a launcher: who measured it
     Column("ms", lambda r: "invalid" if r["status"] in BAD else fmt(r["ms"], ".3f"), 0),
     Column("GFLOP/s", lambda r: fmt(r["tflops"] and r["tflops"] * 1e3, ",.0f"), 1),
     Column("% peak", lambda r: fmt(r["pct_peak"], ".1f"), 3),
@@ -45,6 +46,8 @@ def results_table(rows: list[dict], title: str, speedups: bool = False) -> FitTa
     flags = {"speedups"} if speedups else set()
     if any("vs_last" in r for r in rows):
         flags.add("deltas")
+    if any("rank" in r for r in rows):
+        flags.add("ranks")
     return FitTable(title, RESULT_COLUMNS, rows, flags, row_style=lambda r: "red" if r["status"] in BAD else None)
 
 
@@ -282,8 +285,9 @@ def title_for(doc: dict) -> str:
     shape = doc.get("shape", {})
     s = f"{shape.get('M')}x{shape.get('N')}x{shape.get('K')}" if shape else ""
     dtype = doc.get("dtype", "fp32")
+    ranks = f" over {doc['ranks']} ranks ({doc.get('launcher')})" if doc.get("ranks") else ""
     return (f"{doc.get('command', '')} {s}{'' if dtype == 'fp32' else ' ' + dtype} on {dev.get('name', '?')}"
-            + peak_text(doc) + f" · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}")
+            + peak_text(doc) + ranks + f" · {doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}")
 
 
 def error_map(r: dict) -> Text:
