@@ -65,6 +65,8 @@ class Team:
         if error is not None:
             part["error"] = error.message + (f" ({error.hint})" if error.hint else "")
         self.link.gather(json.dumps(part, default=str).encode(), self.key, 0)
+        for r in rows:
+            r.pop("_record", None)  # rank 0 records them; this rank's caller sees its rows as measured
         return {"command": command, "rank": self.place.rank, "ranks": self.place.world, "seed": self.seed,
                 "launcher": self.place.launcher}
 
