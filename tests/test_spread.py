@@ -174,3 +174,28 @@ def test_the_mpi_gather_takes_each_rank_and_times_out_on_the_rest():
     started = time.monotonic()
     got = MpiChannel(FakeComm(0), Place(0, world, 0, "mpirun")).gather(b"rows 0", "k", 1.5)
     assert got == {0: b"rows 0", 1: b"rows 1", 3: b"rows 3"} and time.monotonic() - started >= 1.5
+
+
+def _mpi_here() -> bool:
+    import shutil
+    if not shutil.which("mpirun"):
+        return False
+    return subprocess.run([sys.executable, "-c", "import mpi4py"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _mpi_here(), reason="needs mpirun and mpi4py")
+def test_a_compare_under_a_real_mpirun(tmp_path):
+    """Where mpirun and mpi4py are there: the seed and the rows through MPI itself (no --store)."""
+    env = dict(os.environ, GEMMLAB_GPU_JOBS="handlers:FakeGpu", GEMMLAB_HISTORY=str(tmp_path / "history.db"),
+               PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    r = subprocess.run(["mpirun", *root, "-n", "3", sys.executable, "-m", "gemmlab", "compare", "--variants",
+                        "naive,tiled,coalesced,blocktile1d", "--size", "64", "--json"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # one document: the other ranks print nothing
+    assert doc["launcher"] == "mpirun" and doc["ranks"] == 3
+    assert [(x["variant"], x["rank"]) for x in doc["rows"]] == [
+        ("naive", 0), ("tiled", 1), ("coalesced", 2), ("blocktile1d", 0), ("cuBLAS", 0), ("cuBLAS", 1), ("cuBLAS", 2)]
