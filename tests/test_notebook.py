@@ -71,13 +71,14 @@ def test_a_bad_line_is_a_usage_error(line, message):
 
 def test_the_magics_options_are_the_clis_own():
     """The cell magic's commands reuse the CLI's option definitions: the same names, types and defaults,
-    less what names the variant (the cell is the variant) or makes sense only in a terminal."""
+    less what names the variant (the cell is the variant) or makes sense only in a terminal (or under a
+    launcher's ranks: --store)."""
     from gemmlab.cli import cli
 
     def options(cmd):
         return {o: (type(p.type).__name__, p.default) for p in cmd.params for o in p.opts}
     for name, leave_out in (("run", {"--variant", "-v", "--watch", "--sanitize", "--show-errors", "--plot"}),
-                            ("sweep", {"--variant", "-v", "--save-best", "--plot"}), ("show", {"--variant", "-v"})):
+                            ("sweep", {"--variant", "-v", "--save-best", "--plot", "--store"}), ("show", {"--variant", "-v"})):
         theirs = {o: t for o, t in options(cli.commands[name]).items() if o not in leave_out}
         mine = options(notebook.COMMANDS[name])
         assert {o: t for o, t in mine.items() if o in theirs} == {o: t for o, t in theirs.items() if o in mine}
