@@ -172,6 +172,14 @@ dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind, h100x4 wi
             --no-single --out "$dir/$p-dist-ce-shard-n4096.json"
         keep dist --schedule allgather_ce,ring --shape 16384 --dtype bf16 --gpus "$g" --comm-sms 8 \
             --out "$dir/$p-dist-ce-16384.json"
+        # one launch that starts on rows as they arrive (docs/dist.md; its chunks = 2 and 4 rows came from copies
+        # of kernels/dist/allgather_arrival.toml with that chunks, allgather_arrival2 and 4, beside it)
+        keep dist --schedule allgather_arrival,allgather_ce --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 \
+            --gpus "$g" --reps 50 --no-single --seed 3 --out "$dir/$p-dist-arrival-shard.json"
+        if [ "$g" -gt 2 ]; then
+            keep dist --schedule allgather_arrival,allgather_ce --shape 2048,8192,4096 --dtype bf16 --gpus 2 --reps 50 \
+                --no-single --seed 3 --out "$dir/$p-dist-arrival-shard-2gpus.json"
+        fi
     fi
     keep dist --schedule ring --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 --gpus "$g" --reps 50 --no-single \
         --out "$dir/$p-dist-ring-shard.json"
