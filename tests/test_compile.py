@@ -22,7 +22,7 @@ CONFIGS = [(name, p) for name, v in LADDER.items() for p in risk_sample(v)]
 # spilling, its mark must go (test_the_known_spills_are_valid_and_sampled below).
 SPILLS = [
     ("spread", {"BM": 256, "BN": 64, "BK": 32, "UNROLL": 16, "WM": 64, "WN": 64, "TM": 8, "TN": 16, "STAGES": 3,
-                "GROUP_M": 8, "SPLIT_K": 128, "STAGED_C": True},
+                "GROUP_M": 8, "SPLIT_K": 128, "STAGED_C": True, "COALESCE_B": True},
      "the header's register estimate leaves out UNROLL: 255 registers at BM 256, UNROLL 16, TM*TN 128"),
 ]
 

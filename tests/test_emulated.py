@@ -191,10 +191,19 @@ SMALL = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TM": 8, "TN": 4}
     ("spread", dict(MEDIUM, BK=32, STAGES=3, STAGED_C=True)),     # auto's 64 x 128 spread
     ("spread", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "UNROLL": 4, "STAGES": 2,
                 "SPLIT_K": 4, "STAGED_C": True}),
+    # COALESCE_B: B's rows read float by float with consecutive lanes on consecutive floats (N % 4 != 0)
+    ("pipelined", dict(MEDIUM, STAGED_C=True, COALESCE_B=True)),
+    ("pipelined", dict(SMALL, SPLIT_K=4, COALESCE_B=True)),                    # 16 threads a row of B
+    ("pipelined", {"COALESCE_B": True}),                                       # 64 threads a row of B
+    ("spread", dict(MEDIUM, BK=32, STAGES=3, STAGED_C=True, COALESCE_B=True)),
+    ("spread", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "UNROLL": 4, "STAGES": 2,
+                "COALESCE_B": True}),
 ])
 def test_c_through_shared_memory_at_any_alignment(tmp_path, name, params):
     v = LADDER[name]
-    assert "store_staged<" in render(v, v.resolve(params)).source
+    source = render(v, v.resolve(params)).source
+    assert ("store_staged<" in source) == params.get("STAGED_C", False)
+    assert ("const int c = cb / 4;" in source) == params.get("COALESCE_B", False)
     results = emulate(tmp_path, v, v.resolve(params), STAGED_SHAPES)
     assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
 
