@@ -223,6 +223,18 @@ def test_the_emulator_catches_a_staged_store_without_its_barriers(tmp_path, bug)
     assert err > 1e-3
 
 
+@pytest.mark.parametrize("bug", [
+    ("src - cb + c + j * 32,", "src + c + j * 32,"),         # B's floats read from the wrong place in the row
+    ("n0 + c + j * 32 < N", "n0 + cb + j < N"),              # the old bound: past N's end the next row's floats
+])
+def test_the_emulator_catches_coalesced_copies_of_b_one_off(tmp_path, bug):
+    v = LADDER["pipelined"]
+    params = v.resolve(dict(MEDIUM, COALESCE_B=True))
+    assert render(v, params).source.count(bug[0]) == 1
+    (err, unwritten), = emulate(tmp_path, v, params, [(70, 133, 37)], edit=bug).values()
+    assert err > 1e-3
+
+
 # gemv reads its 16-bit inputs as raw 16-byte words and shuffles them. With ANY_OFFSET (issue 45) on shapes
 # with N odd (rows of B at all 8 offsets: 31 lanes a warp compute, tiles of 248 x WARPS columns), K odd
 # and N aligned (only A's rows shifted), both, N's end inside a lane's 8 columns, one element of C; and
