@@ -51,8 +51,8 @@ PLANTS = [
           "                const float v = __uint_as_float((__float_as_uint(staged_c[r * {{ WN + 8 }} + q * 32 + lane])"
           " + 0x8000u) & 0xFFFF0000u);  // planted: C rounded to bf16",
           "rounds C to bf16 before storing it"),
-    Plant("planted_spread_cells", "spread", ("fp32",), "                C[row * N + col] = acc[i][j];",
-          "                C[row * N + col] = (row < 1000 && col < 1000 && row % 257 == 3 && col % 263 == 5)\n"
+    Plant("planted_spread_cells", "spread", ("fp32",), "\n                C[row * N + col] = acc[i][j];",
+          "\n                C[row * N + col] = (row < 1000 && col < 1000 && row % 257 == 3 && col % 263 == 5)\n"
           "                    ? acc[i][j] * 1.001f : acc[i][j];  // planted: 16 cells 0.1% off",
           "gets 16 cells of C 0.1% wrong"),
     Plant("planted_tiled_stomp", "tiled", ("fp32",), _TILED_STORE,

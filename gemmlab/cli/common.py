@@ -73,10 +73,13 @@ class Cli(click.Group):
     def make_context(self, info_name, args, *rest, **kwargs):
         # The command line as typed goes into every result file this command writes (records.meta), so a
         # committed result says exactly what made it; through the environment, to the worker processes too.
-        os.environ[COMMAND_LINE] = shlex.join(["gemmlab", *args])
+        line = shlex.join(["gemmlab", *args])
+        if "\0" not in line:  # (the environment cannot hold a NUL; such a command fails on its option anyway)
+            os.environ[COMMAND_LINE] = line
         try:
             return super().make_context(info_name, args, *rest, **kwargs)
         except click.UsageError as e:
+            os.environ.pop(COMMAND_LINE, None)
             _usage_error(e)
 
     def invoke(self, ctx):
