@@ -45,6 +45,11 @@ def test_result_files_carry_the_command_line_that_made_them():
 
     assert CliRunner().invoke(group, ["probe", "--shapes", "my model.toml"]).exit_code == 0
     assert seen[0]["command_line"] == "gemmlab probe --shapes 'my model.toml'"
+    elsewhere = "/nowhere/of/ours/llm.toml"  # this machine's directories stay out of a file that gets shared
+    assert CliRunner().invoke(group, ["probe", "--shapes", elsewhere]).exit_code == 0
+    assert CliRunner().invoke(group, ["probe", f"--shapes={ROOT / 'kernels/shapes/llm.toml'}"]).exit_code == 0
+    assert seen[1]["command_line"] == "gemmlab probe --shapes llm.toml"
+    assert seen[2]["command_line"].startswith("gemmlab probe --shapes=") and "=/" not in seen[2]["command_line"]
     assert "command_line" not in records.meta("api")  # a later Python call is not that command
 
 def test_committed_results_hold_no_absolute_paths():

@@ -24,7 +24,7 @@ from ..present import export
 from ..errors import GemmlabError
 from ..files import new_file
 from ..jobs import DEFAULT_TIMEOUT_S
-from ..results.records import COMMAND_LINE
+from ..results.records import COMMAND_LINE, portable_arg
 from ..templates import DTYPES
 
 
@@ -73,7 +73,7 @@ class Cli(click.Group):
     def make_context(self, info_name, args, *rest, **kwargs):
         # The command line as typed goes into every result file this command writes (records.meta), so a
         # committed result says exactly what made it; through the environment, to the worker processes too.
-        line = shlex.join(["gemmlab", *args])
+        line = shlex.join(["gemmlab", *map(portable_arg, args)])
         if "\0" not in line:  # (the environment cannot hold a NUL; such a command fails on its option anyway)
             os.environ[COMMAND_LINE] = line
         try:

@@ -37,6 +37,17 @@ def git_commit() -> str | None:
 COMMAND_LINE = "GEMMLAB_COMMAND_LINE"
 
 
+def portable_arg(arg: str) -> str:
+    """An argument of the command line as a result file keeps it: a path under the working directory relative
+    to it, any other absolute path as its file name (results get committed and shared, this machine's
+    directories mean nothing elsewhere); `--out=PATH` likewise."""
+    option, eq, value = arg.partition("=") if arg.startswith("--") and "=" in arg else ("", "", arg)
+    if os.path.isabs(value):
+        rel = os.path.relpath(value)
+        value = rel if not rel.startswith("..") else os.path.basename(value)
+    return option + eq + value
+
+
 def meta(command: str, device=None, shape=None, seed=None, dtype: str = "fp32") -> dict:
     """What every result document starts with: the command (and, from the CLI, its whole command line),
     when, which gemmlab commit, NVRTC and cupy, the device, the shape, the seed and the input type."""
