@@ -99,8 +99,10 @@ def test_the_roofline_takes_the_input_types_bytes():
 
 @pytest.mark.parametrize("shape, dtype, variant, params, why", [
     ((4096, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
-    ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 4},
-     "64 row(s) of C: 64 x 64 tiles (64 of them, K in 4 slices)"),
+    ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4, "MMA_IN_FLIGHT": 1},
+     "64 row(s) of C: 64 x 128 tiles (32 of them, K in 4 slices), one K step's products in flight"),
+    ((65, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2},
+     "65 row(s) of C: 64 x 64 tiles (128 of them, K in 2 slices)"),
     ((128, 8192, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128, "SPLIT_K": 2},
      "128 row(s) of C: 64 x 128 tiles (128 of them, K in 2 slices)"),
     ((17, 10240, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128}, "64 x 128 tiles (80 of them)"),
@@ -182,7 +184,8 @@ def test_report_suites_sums_up_several_files_one_of_them_cut_short(fake_gpu, tmp
     md = invoke("report", "--suites", drawn, lab)
     assert md.exit_code == 0, md.output
     lines = md.stdout.splitlines()
-    assert lines[0] == "| suite | type | variant | shapes | failed | geomean x cuBLAS | min x cuBLAS | at or above 1.00x |"
+    assert lines[0] == ("| suite | type | variant | shapes | failed | geomean x cuBLAS | min x cuBLAS "
+                        "| at or above 1.00x |")
     assert lines[2].startswith("| random, seed 3 | bf16 | auto | 2 | 0 | ")
     assert lines[3].startswith("| lab | fp32 | auto | 1 | 0 | ") and len(lines) == 4
     wrong = invoke("report", "--suites", drawn, ROOT / "benchmarks/h100-compare-1024.json")
@@ -193,7 +196,7 @@ def test_run_auto_chooses_for_the_input_type_and_says_why(fake_gpu):
     assert r.exit_code == 0, r.output
     kernel = json.loads(r.stdout)["rows"][0]
     assert kernel["variant"] == "wgmma" and kernel["dtype"] == "bf16" and kernel["params"]["BM"] == 64
-    assert "auto chose wgmma DTYPE=bf16 BM=64 BN=64" in r.stderr and "16 row(s) of C" in r.stderr
+    assert "auto chose wgmma DTYPE=bf16 BM=64 BN=128" in r.stderr and "16 row(s) of C" in r.stderr
     r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 3, "-N", 4096, "-K", 4096, "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["variant"] == "gemv"
     assert "auto chose gemv DTYPE=bf16 BM=4" in r.stderr and "3 row(s) of C: a stream of B" in r.stderr

@@ -129,9 +129,10 @@ def test_the_skinny_rules_thresholds(shape, sms, variant, params):
 
 
 @pytest.mark.parametrize("shape,variant,params", [
-    ((16, 4608, 3584), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 4}),    # B 33 MB: 72 tiles x 4, 3 an SM
+    ((16, 4608, 3584), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "MMA_IN_FLIGHT": 1, "SPLIT_K": 2}),  # 33 MB: 36 x 2
+    ((65, 4608, 3584), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2}),    # past 64 rows: 144 tiles x 2
     ((128, 4608, 3584), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2}),   # 144 tiles x 2
-    ((64, 4096, 8192), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 4}),    # B of 64 MB: still 64 wide
+    ((64, 4096, 8192), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "MMA_IN_FLIGHT": 1, "SPLIT_K": 4}),  # 64 MB: 32 x 4
     ((64, 4104, 8192), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),   # past 64 MB: 33 tiles x 4
     ((16, 3584, 18944), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),  # 28 x 4 = 112: half the SMs
     ((128, 3584, 18944), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),  # 2 bands: 56 x 4 in 2 x 132
@@ -141,8 +142,8 @@ def test_the_skinny_rules_thresholds(shape, sms, variant, params):
     ((65, 16904, 4096), "wgmma_ws", {"BN": 128, "CLUSTER_M": 1}),                   # 266: a second wave
     ((128, 18944, 3584), "wgmma_ws", {"BN": 128, "CLUSTER_M": 1}),
     ((64, 18944, 3584), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4}),               # one band: no second wave
-    ((17, 4104, 512), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2}),     # slices of at least 4 steps of 64
-    ((17, 4096, 256), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4}),
+    ((17, 4104, 512), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "MMA_IN_FLIGHT": 1, "SPLIT_K": 2}),  # 4 steps a slice
+    ((17, 4096, 256), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "MMA_IN_FLIGHT": 1}),
     ((129, 8320, 4096), "wgmma_ws", {}),
 ])
 def test_the_tensor_rules_thresholds(shape, variant, params):
@@ -151,8 +152,9 @@ def test_the_tensor_rules_thresholds(shape, variant, params):
     M, N = shape[:2]
     if name == "wgmma":
         split = f", K in {params['SPLIT_K']} slices" if "SPLIT_K" in params else ""
+        flight = ", one K step's products in flight while the next are issued" if "MMA_IN_FLIGHT" in params else ""
         assert why == f"{M} row(s) of C: 64 x {params['BN']} tiles ({-(-M // 64) * -(-N // params['BN'])} of them" \
-                      f"{split}), B streamed 4 stages deep"
+                      f"{split}){flight}, B streamed 4 stages deep"
         # a 16-bit C takes the same tiles, K whole (split K adds into an FP32 C)
         no_split = {k: v for k, v in params.items() if k != "SPLIT_K"}
         assert tuning.tensor_rule(Shape(*shape), "bf16", 132, out_dtype="bf16")[:2] == ("wgmma", no_split)

@@ -388,16 +388,32 @@ GEMV_ANY_OFFSET_BLOCKS_PER_SM = 2
 # - With more than 64 rows, a second wave of 64 x 128 tiles (more than 2 an SM) cost up to 14% (128 x 18944
 #   x 3584: 296 tiles 82.7 us); there wgmma_ws's 128 x 128 tiles with stream-K over the last wave take it
 #   (72.6; its default 128 x 256 tiles in clusters of 2: 85.2; cuBLAS 61.1).
+# - Up to 64 rows and a B of 64 MB or less (retuned at c76de69 on Qwen2-7B, Mistral-Nemo, Phi-3 and
+#   Llama-2-13B projections at 16 and 64 rows, 4 H100s, benchmarks/h100-decode-in-flight-bf16-tuning.json):
+#   64 x 128 tiles that keep one K step's products in flight while the next are issued (MMA_IN_FLIGHT: a
+#   buffer is freed once the step before has finished, not the step just issued), K split only until one
+#   block an SM: geomean 0.903x cuBLAS over the 10 shapes, against 0.877x for 64 x 64 tiles in 3 blocks an SM.
+#   At 65 to 128 rows the 64 x 64 tiles stayed ahead (0.840x against 0.826x).
 WGMMA_DECODE_STAGES, WGMMA_DECODE_SMALL_B = 4, 64 << 20
 
 
 def wgmma_decode_rule(shape, sms: int, smem_per_sm: int, split_ok: bool = True) -> tuple[str, dict, str]:
-    """wgmma for 5 to 128 rows of C (the constants above): 64 x 64 tiles for a B of at most
-    WGMMA_DECODE_SMALL_B bytes, K split until 3 blocks an SM; else 64 x 128, K split until the tiles of a
+    """wgmma for 5 to 128 rows of C (the constants above): for a B of at most WGMMA_DECODE_SMALL_B bytes,
+    64 x 128 tiles with MMA_IN_FLIGHT up to 64 rows, K split until one block an SM, and 64 x 64 tiles above,
+    K split until 3 blocks an SM; for a larger B 64 x 128, K split until the tiles of a
     64-row band reach half the SMs, or wgmma_ws with stream-K where more than 64 rows make a second wave of
     them. No split for a 16-bit C (not `split_ok`)."""
     M, N, K = shape.M, shape.N, shape.K
     small = N * K * 2 <= WGMMA_DECODE_SMALL_B
+    if small and M <= 64:
+        tiles = math.ceil(N / 128)
+        split = split_k(tiles, K, 64, 32, sms) if split_ok else 1
+        params = {"BM": 64, "BN": 128, "STAGES": WGMMA_DECODE_STAGES, "MMA_IN_FLIGHT": 1}
+        if split > 1:
+            params["SPLIT_K"] = split
+        return ("wgmma", params, f"{M} row(s) of C: 64 x 128 tiles ({tiles} of them"
+                + (f", K in {split} slices" if split > 1 else "") + "), one K step's products in flight while "
+                f"the next are issued, B streamed {WGMMA_DECODE_STAGES} stages deep")
     bn = 64 if small else 128
     tiles, bands = math.ceil(M / 64) * math.ceil(N / bn), math.ceil(M / 64)
     # blocks an SM holds: wgmma's launch.smem at BM 64 (STAGES * (BM + BN) * 64 * 2 + 1024), 1 KB the system keeps
