@@ -311,7 +311,13 @@ def test_the_default_has_no_transposer():
     assert "transpose_stage(Braw" in kn and "fence.proxy.async.shared::cta" in kn and "bar_wait(ready0" in kn
 
 
-@pytest.mark.parametrize("params", KN, ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-{p['OVERLAP']}")
+# Compiled on the CPU: per-tensor e4m3 (its SASS read too) and block scales with OVERLAP=sets, whose three sets
+# of accumulators fit only just in what the transposers' registers leave the consumers (they spilled with 64);
+# the transposer's code is the same in every mode. GEMMLAB_TESTS_FULL=1 compiles all of KN, as the GPU run does.
+KN_CPU = KN if FULL else [KN[0], next(p for p in KN if p["SCALE"] == "block")]
+
+
+@pytest.mark.parametrize("params", KN_CPU, ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-{p['OVERLAP']}")
 def test_b_as_it_is_compiles_to_fp8_wgmma_and_byte_permutes_without_spills(params):
     c = compile_rendered(render(RUNG, params), "sm_90a")
     assert c.resources.spills == 0 and c.resources.stack == 0, c.resources
