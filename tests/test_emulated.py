@@ -208,30 +208,22 @@ def test_c_through_shared_memory_at_any_alignment(tmp_path, name, params):
     assert all(u == 0 and e < 1e-5 for e, u in results.values()), results
 
 
-@pytest.mark.parametrize("bug", [
-    # the warp reads its buffer before every lane has written it
-    ("= v;  // lane l's 4 sums at 4l: the 128 in C's order, row by row\n    __syncwarp();",
-     "= v;  // lane l's 4 sums at 4l: the 128 in C's order, row by row\n    ;"),
-    # the first warp stages its sums over the ring's last tile while the others still multiply it
-    ("asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n    __syncthreads();", ";"),
+@pytest.mark.parametrize("option,shape,bug", [
+    # STAGED_C: the warp reads its buffer before every lane has written it
+    ("STAGED_C", (70, 133, 5), ("= v;  // lane l's 4 sums at 4l: the 128 in C's order, row by row\n    __syncwarp();",
+                                "= v;  // lane l's 4 sums at 4l: the 128 in C's order, row by row\n    ;")),
+    # STAGED_C: the first warp stages its sums over the ring's last tile while the others still multiply it
+    ("STAGED_C", (70, 133, 5), ("asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n    __syncthreads();", ";")),
+    # COALESCE_B: B's floats read from the wrong place in the row
+    ("COALESCE_B", (70, 133, 37), ("src - cb + c + j * 32,", "src + c + j * 32,")),
+    # COALESCE_B: the old bound, past N's end the next row's floats
+    ("COALESCE_B", (70, 133, 37), ("n0 + c + j * 32 < N", "n0 + cb + j < N")),
 ])
-def test_the_emulator_catches_a_staged_store_without_its_barriers(tmp_path, bug):
+def test_the_emulator_catches_unaligned_n_paths_without_their_barriers_or_one_off(tmp_path, option, shape, bug):
     v = LADDER["pipelined"]
-    params = v.resolve(dict(MEDIUM, STAGED_C=True))
+    params = v.resolve(dict(MEDIUM, **{option: True}))
     assert render(v, params).source.count(bug[0]) == 1
-    (err, unwritten), = emulate(tmp_path, v, params, [(70, 133, 5)], edit=bug).values()
-    assert err > 1e-3
-
-
-@pytest.mark.parametrize("bug", [
-    ("src - cb + c + j * 32,", "src + c + j * 32,"),         # B's floats read from the wrong place in the row
-    ("n0 + c + j * 32 < N", "n0 + cb + j < N"),              # the old bound: past N's end the next row's floats
-])
-def test_the_emulator_catches_coalesced_copies_of_b_one_off(tmp_path, bug):
-    v = LADDER["pipelined"]
-    params = v.resolve(dict(MEDIUM, COALESCE_B=True))
-    assert render(v, params).source.count(bug[0]) == 1
-    (err, unwritten), = emulate(tmp_path, v, params, [(70, 133, 37)], edit=bug).values()
+    (err, unwritten), = emulate(tmp_path, v, params, [shape], edit=bug).values()
     assert err > 1e-3
 
 
