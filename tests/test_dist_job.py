@@ -121,3 +121,26 @@ def test_the_copy_engine_schedule_without_nccl4py_is_one_clear_refusal(monkeypat
     assert "allgather_ce" not in names and {"ring", "summa"} <= set(names)
     monkeypatch.setattr(comm, "copy_engines_missing", lambda: None)
     assert "allgather_ce" in api._schedule_names("all", catalog(), lambda: 2)
+
+
+@pytest.mark.parametrize("env,hosts", [
+    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "16", "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}, 2),
+    ({"RANK": "0", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "LOCAL_RANK": "0"}, 2),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_NNODES": "4"}, 4),
+    ({"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALNRANKS": "4"}, 1),
+])
+def test_waiting_for_copy_engine_rows_is_refused_across_hosts(env, hosts):
+    """allgather_arrival's GEMM waits for rows the copy engines bring; across hosts NCCL would move them on
+    its kernels, which need SMs the waiting GEMM holds: refused before any rank starts, where the launcher
+    says the job spans several hosts."""
+    from gemmlab.errors import GemmlabError
+    from gemmlab.multigpu.launcher import from_env
+    from gemmlab.multigpu.schedule import get
+    assert from_env(env).hosts == hosts
+    job = Job(Shape(96, 96, 96), "bf16", 7, [Item("allgather_arrival", "wgmma_ws", True, "ours")],
+              {"allgather_arrival": get("allgather_arrival")})
+    if hosts == 1:
+        return
+    with pytest.raises(GemmlabError, match=f"allgather_arrival waits for rows that NCCL's copy engines bring, within "
+                                           f"one host; .* spread this job over {hosts} hosts"):
+        dist_job.run(job, None, Reporter(), env=env)

@@ -164,6 +164,13 @@ def run(job, gpus: int | None, reporter, store: str | None = None, timeout: floa
             raise GemmlabError(f"--gpus {gpus} under {place.launcher}, which started {place.world} ranks",
                                hint="under a launcher the launcher says how many GPUs: leave --gpus out")
         world, local = place.world, [(place.rank, place.local_rank)]
+        waits = sorted({i.schedule for i in job.items if job.schedules[i.schedule].arrival})
+        if waits and place.hosts > 1:
+            # NCCL's copy-engine all-gather reaches the GPUs of one host; across hosts NCCL runs it on its
+            # kernels, which would wait for SMs that our GEMM holds while it waits for their rows
+            raise GemmlabError(f"{', '.join(waits)} waits for rows that NCCL's copy engines bring, within one host; "
+                               f"{place.launcher} spread this job over {place.hosts} hosts",
+                               hint="across hosts choose allgather_ce (there on NCCL's kernels), allgather or ring")
     else:
         world = gpus or gpu_count()
         local = [(r, r) for r in range(world)]

@@ -31,6 +31,8 @@ LAUNCHERS = (
     ("mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
 )
 UID_KEY = "gemmlab-nccl-unique-id"
+# How many ranks share this process's host, where the launcher says (Slurm says how many hosts instead).
+LOCAL_SIZES = {"mpirun": "OMPI_COMM_WORLD_LOCAL_SIZE", "torchrun": "LOCAL_WORLD_SIZE", "mpich": "MPI_LOCALNRANKS"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Place:
     world: int
     local_rank: int
     launcher: str  # mpirun, srun, torchrun, mpich, or "none" for a process on its own
+    hosts: int = 1  # the hosts the job spans, as the launcher says (1 where it does not say)
 
 
 def _int(env, name: str, launcher: str) -> int:
@@ -60,8 +63,19 @@ def from_env(env=None) -> Place:
                 raise GemmlabError(f"{launcher} says rank {rank} of {world}: not a rank of the job")
             if local < 0:
                 raise GemmlabError(f"{launcher} says local rank {local}: not a GPU of this host")
-            return Place(rank, world, local, launcher)
+            return Place(rank, world, local, launcher, _hosts(env, launcher, world))
     return Place(0, 1, 0, "none")
+
+
+def _hosts(env, launcher: str, world: int) -> int:
+    """The hosts a launcher's job spans: Slurm's node count, or the world over the ranks of one host."""
+    if launcher == "srun":
+        name = next((n for n in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES") if n in env), None)
+        return max(1, _int(env, name, launcher)) if name else 1
+    name = LOCAL_SIZES.get(launcher)
+    if name and name in env:
+        return -(-world // max(1, _int(env, name, launcher)))
+    return 1
 
 
 # ---------------------------------------------------------------------------- the unique id
