@@ -94,7 +94,7 @@ STAGES = [
     ("gpu", ["gpu"]),
     ("present", ["present"]),
     ("run", ["jobs", "worker", "grid", "sanitize", "profile", "suites", "cpu", "watch", "measure"]),
-    ("multigpu", ["multigpu"]),
+    ("multigpu", ["multigpu", "spread"]),  # spread: sweep, compare and suite over a launcher's ranks
     ("api", ["api"]),
     ("cli", ["cli", "__main__", "notebook"]),
 ]
