@@ -52,12 +52,14 @@ def test_a_template_lists_its_arguments(user_dir):
 
 @pytest.mark.parametrize("args,message", [
     ('["A", "B", "C", "M", "N", "K", "scale"]', "launch.args: unknown argument 'scale'; known: A, B, C, M, N, K, workspace, "
-                                               "tma.A, tma.B, tma.Bt, gpc_order, alpha, beta, bias, scale.A, scale.B, "
+                                               "tma.A, tma.B, tma.Bt, tma.C, gpc_order, alpha, beta, bias, scale.A, "
+                                               "scale.B, "
                                                "arrival"),
     ('["A", "B", "C", "M", "N", "K", "workspace"]', "launch.args: workspace needs launch.workspace"),
     ('["A", "B", "C", "M", "N", "K", "tma.A"]', "launch.args: tma.A needs launch.tma"),
     ('["A", "B", "C", "M", "N", "K", "tma.B"]', "launch.args: tma.B needs launch.tma"),
     ('["A", "B", "C", "M", "N", "K", "tma.Bt"]', "launch.args: tma.Bt needs launch.tma"),
+    ('["A", "B", "C", "M", "N", "K", "tma.C"]', "launch.args: tma.C needs launch.tma"),
     ('["A", "B", "C", "M", "N", "K", "gpc_order"]', "launch.args: gpc_order needs launch.gpc_order"),
     ('"A B C"', "launch.args must list the kernel's arguments by name"),
     ('["A", "B", 3]', "launch.args must list the kernel's arguments by name"),

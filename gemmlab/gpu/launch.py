@@ -85,7 +85,9 @@ def tensor_map(array, box: tuple[int, ...], dtype: str):
              "tf32": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
              # FP8: bytes to the copy engine
              "e4m3": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-             "e5m2": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8}
+             "e5m2": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+             # C, for TMA stores (a bf16 C is bf16 above): the copy engine converts nothing on a store
+             "fp32": drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}
     if dtype not in kinds:
         raise GemmlabError(f"gemmlab makes TMA tensor maps for {', '.join(kinds)}, not {dtype}")
     rows, cols = array.shape
@@ -170,6 +172,16 @@ def tma_ready(array):
     return padded, copy
 
 
+def tma_output(C):
+    """C itself, for a tensor map that TMA stores into: unlike an input, C cannot be copied to rows that
+    start 16-byte aligned and back (that copy would be a second write of C), so its rows must already be
+    (the template's launch.requires says which N; gemmlab allocates C whole, 256-byte aligned)."""
+    if C.dtype.itemsize not in (2, 4) or C.strides[0] % TMA_PITCH or C.data.ptr % TMA_PITCH:
+        raise GemmlabError(f"a TMA store needs C's rows 16-byte aligned and 2- or 4-byte elements: C is {C.dtype} "
+                           f"with rows {C.strides[0]} bytes apart")
+    return C
+
+
 def load(compiled, name: str = ENTRY):
     """A kernel of the cubin as a cupy.RawKernel, loaded through cupy.RawModule (needs a GPU)."""
     cupy = cuda()
@@ -217,6 +229,7 @@ class Prepared:
                    "tma.A": lambda: tensor_map(ready["A"][0], boxes["A"], self.dtype),
                    "tma.B": lambda: tensor_map(ready["B"][0], boxes["B"], self.dtype),
                    "tma.Bt": lambda: tensor_map(ready["Bt"][0], boxes["Bt"], self.dtype),
+                   "tma.C": lambda: tensor_map(tma_output(C), boxes["C"], "fp32" if C.itemsize == 4 else "bf16"),
                    "scale.A": lambda: scale_a, "scale.B": lambda: scale_b,
                    "alpha": lambda: np.float32(ALPHA), "beta": lambda: np.float32(BETA), "bias": lambda: bias}
         if "arrival" in geo.args:

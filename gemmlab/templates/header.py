@@ -31,7 +31,7 @@ Optional launch keys: `workspace` (bytes of scratch passed after K), `zero_outpu
 each launch), `resident` (every block of the grid must run at once, because blocks wait for each other:
 the runner asks the driver first), `[launch.reduce]` (a second kernel), `[launch.tma]` (TMA tensor maps
 over A and B, passed after K: box sizes in elements, contiguous dimension first, 128-byte swizzle; a box
-that evaluates to 0 elements passes no map of that operand),
+that evaluates to 0 elements passes no map of that operand; a map of C is for TMA stores into it),
 `[launch.gpc_order]` (`when`, `cluster`, `group`: where `when` holds, a table of grid slots by GPC is passed
 after the tensor maps, see gemmlab/gpu/gpc.py) and `[[launch.requires]]` (checks on the shape, such as the
 alignment TMA needs, each with its reason).
@@ -202,9 +202,9 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
             raise _fail(path, "launch.reduce must be a table with block and grid")
         reduce = {k: tuple(map(str, need(k, list, reduce, "launch.reduce."))) for k in ("block", "grid")}
     tma = launch.get("tma", {})
-    if not isinstance(tma, dict) or set(tma) - {"A", "B", "Bt"} or not all(
+    if not isinstance(tma, dict) or set(tma) - {"A", "B", "Bt", "C"} or not all(
             isinstance(b, list) and len(b) == 2 for b in tma.values()):
-        raise _fail(path, "launch.tma maps A, B and/or Bt (B^T) to a box: 2 expressions, contiguous dimension first")
+        raise _fail(path, "launch.tma maps A, B, Bt (B^T) and/or C to a box: 2 expressions, contiguous dimension first")
     tma = {op: tuple(map(str, box)) for op, box in tma.items()}
     gpc_order = launch.get("gpc_order", {})
     if not isinstance(gpc_order, dict) or set(gpc_order) != ({"when", "cluster", "group"} if gpc_order else set()):
@@ -221,6 +221,7 @@ def load_variant(path: Path, builtin: bool = True, find: Callable[[str], Path | 
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise _fail(path, "launch.args must list the kernel's arguments by name")
         needs = {"workspace": launch.get("workspace"), "tma.A": "A" in tma, "tma.B": "B" in tma, "tma.Bt": "Bt" in tma,
+                 "tma.C": "C" in tma,
                  "gpc_order": gpc_order}
         for a in args:
             if a not in ARGUMENTS:

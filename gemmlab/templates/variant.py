@@ -23,12 +23,12 @@ from .sandbox import evaluate, evaluate_all, names_in
 
 # What a kernel may take, by the names launch.args lists: the matrices (A and B in the input type, C
 # float32), the sizes (int32), launch.workspace bytes of scratch, a TMA tensor map over A, B or B^T
-# (N x K, FP8's K-major B, transposed before any timing; 128 bytes by value), the GPC order's table
-# (gpu/gpc.py), the epilogue's float alpha and beta and float bias[N], and FP8's scales of A and B
+# (N x K, FP8's K-major B, transposed before any timing; 128 bytes by value) or over C (TMA stores into it),
+# the GPC order's table (gpu/gpc.py), the epilogue's float alpha and beta and float bias[N], and FP8's scales of A and B
 # (const float*, laid out as gemmlab/results/fp8.py's kernel_layout says for the SCALE parameter), and
 # for an ARRIVAL parameter that holds, the flags and layout of rows still arriving (gemmlab/gpu/arrival.py).
-ARGUMENTS = ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "tma.Bt", "gpc_order", "alpha", "beta",
-             "bias", "scale.A", "scale.B", "arrival")
+ARGUMENTS = ("A", "B", "C", "M", "N", "K", "workspace", "tma.A", "tma.B", "tma.Bt", "tma.C", "gpc_order", "alpha",
+             "beta", "bias", "scale.A", "scale.B", "arrival")
 
 # CUDA's hard limits on a launch's shape (all current architectures); the device's limits are in limits.py.
 MAX_BLOCK_DIM = (1024, 1024, 64)
