@@ -467,6 +467,174 @@ def test_each_fp8_plant_fails_untimed_and_says_where(plant, scale, dtype, fp8_pl
     assert r.check.bad > 0 and r.check.tiles["bad"] > 0 and "out of bound" in r.check.summary()
 
 
+# ---------------------------------------------------------------------------- C through TMA stores (TMA_STORE)
+
+def _tma(params: dict, boxes: int | None = None) -> dict:
+    """params with TMA_STORE on: as many staging boxes as a consumer's piece of C fills, up to 4 (which fits
+    beside the default's 4 stages in FP32), or `boxes`."""
+    p = dict(RUNG.defaults(), **params)
+    fill = p["BN"] * (4 if p["OUT_DTYPE"] == "fp32" else 2) // 128
+    return dict(p, TMA_STORE=boxes or min(4, fill))
+
+
+# Every scaling mode in FP32 (e4m3); bf16 C with e5m2 (the C type changes the staging code; the format one word
+# of the wgmma); FP32 in batches of 2 boxes (three batches a piece at BN 192, each waiting for the one before).
+TMA = ([_tma(for_scale(mode)) for mode in fp8.SCALE_MODES]
+       + [_tma({"DTYPE": "e5m2", "OUT_DTYPE": "bf16"}), _tma({}, boxes=2)])
+
+
+def test_tma_store_takes_a_map_of_c_and_fits_shared_memory():
+    on = TMA[0]
+    g = RUNG.geometry(on, 256, 264, 256, 132)
+    assert dict(g.tma) == {"A": (128, 128), "Bt": (128, 64), "C": (32, 64)}  # boxes of 64 rows x 128 bytes
+    assert RUNG.arguments(on, g)[-5:] == ("tma.A", "tma.Bt", "tma.C", "scale.A", "scale.B")
+    assert dict(RUNG.geometry(_tma({"OUT_DTYPE": "bf16"}), 256, 256, 256, 132).tma)["C"] == (64, 64)
+    off = RUNG.geometry(RUNG.defaults(), 256, 264, 256, 132)
+    assert g.smem == off.smem - 128 // 16 * 16 * 40 * 4 + 2 * 4 * 8192  # the staging boxes replace the scratch
+    assert "C" not in dict(off.tma)
+    assert RUNG.violations(dict(RUNG.defaults(), TMA_STORE=6))  # 6 boxes a consumer beside 4 stages: too much
+    assert RUNG.violations(dict(RUNG.defaults(), TMA_STORE=2, STAGED_STORE=False))  # one kernel, one name
+    assert RUNG.violations(dict(RUNG.defaults(), TMA_STORE=4, OUT_DTYPE="bf16"))  # a bf16 piece fills 3
+
+
+def test_tma_store_off_renders_none_of_it():
+    """TMA_STORE=0 renders today's kernel (checked once against the commit before it, for all 7992 valid
+    configurations of every parameter but STAGES and GROUP_M: only the parameter line differed)."""
+    src = render(RUNG, RUNG.defaults()).source
+    assert "TMA_STORE=0" in src.splitlines()[0]
+    assert not any(w in src for w in ("tmC", "staging", "store_tma", "cp.async.bulk.tensor.2d.global", "bulk_group"))
+    assert "store_acc_staged(d, scratch" in src
+
+
+_STORE_TMA = re.compile(r"__device__ __forceinline__ void store_tma\(.*?\n}\n", re.S)
+# What store_tma must do for each batch of staging boxes, in this order (the template's comment says why).
+_PROTOCOL = [("wait for the last stores' reads", "cp.async.bulk.wait_group.read 0;"),
+             ("the warpgroup learns it", "staging_sync(wg);"),
+             ("the writes", "staging_offset(r, c);"),
+             ("fence to the async proxy", "fence.proxy.async.shared::cta;"),
+             ("every thread has written", "staging_sync(wg);"),
+             ("the stores", "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"),
+             ("their bulk group", "cp.async.bulk.commit_group;")]
+
+
+def _protocol_broken(src: str) -> str | None:
+    """Why the rendered kernel's TMA stores may overwrite or store a staging box too early, or None. A batch's
+    body must hold the steps of _PROTOCOL once each, in order, inside the batch loop (so that each batch, and
+    each tile's first, waits); the consumer must wait for the last reads before it leaves."""
+    f = _STORE_TMA.search(src)
+    if not f:
+        return "no store_tma"
+    body = f.group(0)
+    loop = body.find("for (int b0 = 0;")
+    if loop < 0:
+        return "no loop over batches"
+    at = loop
+    for what, marker in _PROTOCOL:
+        i = body.find(marker, at)
+        if i < 0:
+            return f"{what} ({marker}) missing or out of order"
+        at = i + len(marker)
+    if body.count("cp.async.bulk.wait_group.read") != 1 or body.count("fence.proxy.async.shared::cta") != 1:
+        return "a wait or fence more than once: the order cannot be read"
+    consumer_end = src[src.find("store_tma(d, staging"):]
+    if "cp.async.bulk.wait_group.read 0;" not in consumer_end.split("cluster_meet();")[0]:
+        return "the consumer leaves before the last stores have read shared memory"
+    return None
+
+
+def test_tma_store_waits_and_fences_in_order_and_the_check_would_see_otherwise():
+    src = render(RUNG, TMA[0]).source
+    assert _protocol_broken(src) is None, _protocol_broken(src)
+    wait = '        if (issuer)  // 1. the stores that read these staging boxes last have read them\n' \
+           '            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");\n'
+    fence = ('        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");'
+             '  // 4. the writes, visible to TMA\'s reads\n')
+    end = ("        if (warp == 0 && lane == 0)  // the last stores have read the staging boxes before shared memory "
+           "goes\n            asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n")
+    assert src.count(wait) == 1 and src.count(fence) == 1 and src.count(end) == 1
+    plants = {"no wait before reusing the boxes": src.replace(wait, ""),
+              "the wait after the writes": src.replace(wait, "").replace(fence, wait + fence),
+              "no fence": src.replace(fence, ""),
+              "no barrier before the stores": src.replace(fence + "        staging_sync(wg);", fence),
+              "no wait at the end": src.replace(end, "")}
+    for name, planted in plants.items():
+        assert planted != src, name
+        assert _protocol_broken(planted), name
+
+
+_STAGING = re.compile(r"__host__ __device__ __forceinline__ int staging_offset\(.*?\n}\n", re.S)
+_STAGING_HARNESS = r"""
+#include <cstdio>
+#define __host__
+#define __device__
+#define __forceinline__ inline
+FUNCTION
+int main()
+{
+    for (int r = 0; r < 64; ++r)
+        for (int c = 0; c < COLS; ++c)
+            printf("%d\n", staging_offset(r, c));
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to run the staging layout on the CPU")
+@pytest.mark.parametrize("out", ["fp32", "bf16"])
+def test_the_staging_box_is_the_layout_tma_reads_and_free_of_bank_conflicts(tmp_path, out):
+    """The kernel's own staging_offset, compiled by g++: every element of a 64-row box lands where TMA's
+    128-byte swizzle has it (tests' _swizzled, which the transpose test checks against the tiles TMA
+    gives), each byte once; and a warp's write of one 8-column block (8 rows x 4 lanes, as store_tma does
+    it) is as few shared-memory wavefronts as its bytes allow."""
+    src = render(RUNG, _tma({"OUT_DTYPE": out})).source
+    size = 4 if out == "fp32" else 2
+    cols = 128 // size
+    cpp = tmp_path / "s.cpp"
+    cpp.write_text(_STAGING_HARNESS.replace("FUNCTION", _STAGING.search(src).group(0)).replace("COLS", str(cols)))
+    exe = tmp_path / "s"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(exe), str(cpp)], check=True)
+    at = np.array(subprocess.run([str(exe)], capture_output=True, check=True, text=True).stdout.split(),
+                  int).reshape(64, cols)
+    # the box as C holds it: element (r, c)'s bytes, r * 128 + c * size ..; the staging box must be its swizzle
+    ids = np.arange(64 * cols, dtype=np.int64).reshape(64, cols)
+    box = np.zeros(64 * 128, np.int64) - 1
+    for r in range(64):
+        for c in range(cols):
+            box[at[r, c]:at[r, c] + size] = ids[r, c]
+    assert (box >= 0).all()
+    want = _swizzled(np.repeat(ids, size, axis=1).astype(np.int64).reshape(64, 128))
+    assert np.array_equal(box.reshape(64, 128), want)
+    for warp in range(4):
+        for j in range(cols // 8):
+            for h in range(2):
+                lanes = [(warp * 16 + lane // 4 + 8 * h, j * 8 + lane % 4 * 2) for lane in range(32)]
+                words = {(at[r, c] + b) // 4 for r, c in lanes for b in range(0, 2 * size, 4)}
+                banks = np.bincount([w % 32 for w in words], minlength=32)
+                assert banks.max() == -(-len(words) // 32), (warp, j, h, banks)
+
+
+@pytest.mark.parametrize("params", TMA,
+                         ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-{p['OUT_DTYPE']}-T{p['TMA_STORE']}")
+def test_tma_store_compiles_to_tma_stores_without_spills(params):
+    """Every scaling mode, bf16 C and the batches: no spills, no serialized wgmma, the wait and the fence in
+    the PTX in store_tma's order, and UTMASTG (TMA's store) in the SASS of the first."""
+    c = compile_rendered(render(RUNG, params), "sm_90a")
+    assert c.resources.spills == 0 and c.resources.stack == 0, c.resources
+    assert "wgmma.mma_async instructions are serialized" not in c.log, c.log
+    ptx = c.ptx
+    i = ptx.find("cp.async.bulk.wait_group.read 0")
+    assert 0 <= i < ptx.find("fence.proxy.async.shared::cta", i) < ptx.find("cp.async.bulk.tensor.2d.global", i)
+    assert "cp.async.bulk.commit_group" in ptx
+    if params is TMA[0] or FULL:
+        assert "UTMASTG" in sass(c)
+
+
+def test_the_default_sass_has_no_tma_store():
+    c = compile_rendered(render(RUNG, RUNG.defaults()), "sm_90a")
+    code = sass(c)
+    assert "UTMASTG" not in code and "UTMALDG" in code
+
+
 # ---------------------------------------------------------------------------- on a GPU
 
 @pytest.mark.gpu
@@ -525,6 +693,45 @@ def test_b_as_it_is_gives_the_same_c_as_b_transposed_bit_for_bit():
             i.A, i.B, p.C, Bt=i.Bt, scale_a=i.scale_a, scale_b=i.scale_b)()
         got[layout] = p.C.copy()
     assert cupy.array_equal(got["nk"], got["kn"])
+
+
+# TMA_STORE on the GPU: every scaling mode, both formats, both C types; the shapes of the rung's test and one
+# with edge tiles in both directions, stream-K's pieces and more tiles than SMs.
+TMA_SHAPES = FP8_SHAPES + [(2100, 4104, 3008)]
+TMA_GPU = [_tma(dict(for_scale(mode), DTYPE=dt, OUT_DTYPE=out)) for dt in FP8 for mode in fp8.SCALE_MODES
+           for out in ("fp32", "bf16")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("params", TMA_GPU, ids=lambda p: f"{p['DTYPE']}-{p['SCALE']}-{p['OUT_DTYPE']}")
+def test_tma_store_on_every_scaling_mode(params, shape):
+    import gemmlab
+    p = Problem(Shape(*shape), dtype=params["DTYPE"], out_dtype=params["OUT_DTYPE"])
+    r = p.run(gemmlab.build(RUNG, params), timed=False)
+    assert r.status == "PASS", (r.error, r.check and r.check.summary())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1001, 1000, 1008), (2100, 4104, 3008)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("boxes", [None, 2], ids=["whole", "batches"])
+@pytest.mark.parametrize("out", ["fp32", "bf16"])
+@pytest.mark.parametrize("mode", fp8.SCALE_MODES)
+def test_tma_store_gives_the_same_c_bit_for_bit(mode, out, boxes, shape):
+    """The same sums, stored another way: C is the same, bit for bit, and every element is written (C is
+    filled with a different NaN before each kernel: an element left unwritten differs)."""
+    import cupy
+    import gemmlab
+    from gemmlab.gpu.launch import prepare
+    p = Problem(Shape(*shape), dtype="e4m3", out_dtype=out, seed=13)
+    i, got = p.timed_set(mode), []
+    for k, params in enumerate((RUNG.resolve(dict(for_scale(mode), OUT_DTYPE=out)),
+                                _tma(dict(for_scale(mode), OUT_DTYPE=out), boxes))):
+        p.C.fill(cupy.nan if out == "fp32" else 0x7FC0 + k)
+        prepare(gemmlab.build(RUNG, params), *shape, p.device, workspace=p.workspace).bind(
+            i.A, i.B, p.C, Bt=i.Bt, scale_a=i.scale_a, scale_b=i.scale_b)()
+        got.append(p.C.copy())
+    assert cupy.array_equal(got[0], got[1])
 
 
 @pytest.mark.gpu
