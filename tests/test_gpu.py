@@ -92,6 +92,31 @@ def test_gemv_at_any_offset_is_correct(params, problems):
     test_every_config_is_correct("gemv", params, problems)
 
 
+# wgmma_ws's 64-row decode tiles (one consumer beside the producer, rings up to 12 deep, K split over blockIdx.z
+# with FP32 atomics), beyond the few its sample holds: both BN, the deepest rings, every split, both input types
+# and a 16-bit C, at every shape above that they run (K of 1 and 2 steps: slices past K's end), then at decode
+# rows of odd N and K (C's tiles fewer than the SMs, blocks with two tiles), each twice: split K's counters
+# carry over from one launch to the next (kernels/lib/split.j2).
+WS_DECODE = [dict(DTYPE="bf16", BN=64, STAGES=12, SPLIT_K=1), dict(DTYPE="fp16", BN=128, STAGES=8, STAGED_STORE=False),
+             dict(DTYPE="bf16", BN=64, STAGES=4, SPLIT_K=2), dict(DTYPE="fp16", BN=128, STAGES=6, SPLIT_K=4),
+             dict(DTYPE="bf16", BN=64, STAGES=10, SPLIT_K=8), dict(DTYPE="bf16", BN=128, STAGES=5, OUT_DTYPE="bf16")]
+DECODE_SHAPES = [(16, 4608, 3584), (64, 5120, 4104), (100, 3592, 1000), (128, 4616, 3590), (3, 9000, 520)]
+
+
+@pytest.mark.parametrize("params", WS_DECODE, ids=[f"wgmma_ws-64-{p}" for p in WS_DECODE])
+def test_wgmma_ws_64_row_tiles_are_correct(params, problems):
+    v = gemmlab.catalog().get("wgmma_ws")
+    split = params.get("SPLIT_K", 1) > 1
+    params = v.resolve(dict(params, BM=64, CLUSTER_M=1, STREAM_K=False, GPC_ORDER=False,
+                            **({"STAGED_STORE": False} if split else {})))
+    test_every_config_is_correct("wgmma_ws", params, problems)
+    compiled = gemmlab.build(v, params)
+    for shape in DECODE_SHAPES:
+        for launch in range(2):
+            r = problems(shape, v.dtype(params), v.out_dtype(params)).run(compiled, timed=False)
+            assert r.error is None and r.check.unwritten == 0 and r.check.passed, (params, shape, launch, r.check)
+
+
 def test_float64_reference_sees_fp32_rounding():
     p = Problem(Shape(1000, 999, 1001), fp64_check=True)
     v = gemmlab.catalog().get("regblock")

@@ -4,6 +4,8 @@ type and clear errors from the tensor-map encoder."""
 
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -398,3 +400,150 @@ def test_a_grid_that_cannot_all_run_at_once_is_refused():
     p.device = dataclasses.replace(p.device, sms=2 * p.device.sms)
     with pytest.raises(GemmlabError, match=r"needs all \d+ blocks of its grid running at once .*STREAM_K.* holds \d+"):
         p.run(gemmlab.build(v, params), timed=False)
+
+
+# wgmma_ws with 64-row tiles (decode: a few rows of C, all of B to stream): one consumer warpgroup beside the
+# producer, rings of up to 12 stages, and K split over blockIdx.z, so that C's few tiles still reach every SM.
+WS64 = [dict(BN=64, STAGES=12, SPLIT_K=1, STAGED_STORE=True), dict(BN=128, STAGES=8, SPLIT_K=1, STAGED_STORE=False),
+        dict(BN=64, STAGES=4, SPLIT_K=2), dict(BN=128, STAGES=6, SPLIT_K=4), dict(BN=64, STAGES=10, SPLIT_K=8)]
+
+
+def ws64(dtype="bf16", **over):
+    v = discover().get("wgmma_ws")
+    split = over.get("SPLIT_K", 1) > 1
+    base = dict(BM=64, CLUSTER_M=1, STREAM_K=False, GPC_ORDER=False, **({"STAGED_STORE": False} if split else {}))
+    return v, v.resolve(v.for_dtype(dtype, dict(base, **over)))
+
+
+@pytest.mark.parametrize("over", WS64, ids=[str(o) for o in WS64])
+@pytest.mark.parametrize("shape", [(16, 4608, 3584), (128, 5120, 4096), (2100, 2000, 72), (1, 5003, 4001)])
+def test_ws_64_row_tiles_launch_as_the_header_says(over, shape):
+    """Two warpgroups (producer, one consumer), a persistent grid of min(SMS / SPLIT_K, tiles) blocks along x and
+    SPLIT_K slices along z, the ring and (without split) the store scratch in shared memory; 72 tiles of 64 x 64 run
+    as cuBLAS's decode kernel does, one block per tile and K whole."""
+    v, p = ws64(**over)
+    M, N, K = shape
+    tiles, split = -(-M // 64) * -(-N // p["BN"]), p["SPLIT_K"]
+    geo = v.geometry(p, M, N, K, sms=132)
+    assert geo.block == (256, 1, 1) and geo.grid == (min(132 // split, tiles), 1, split)
+    assert geo.smem == p["STAGES"] * (64 + p["BN"]) * 128 + 1024 + (4 * 16 * 40 * 4 if p["STAGED_STORE"] else 0)
+    assert geo.smem <= 232448 and not geo.resident and geo.workspace == 0
+    source = render(v, p).source
+    assert "__launch_bounds__(256, 1)" in source and "setmaxnreg." not in source
+    assert (f"a grid of min(SMS / {split}, tiles) x 1 x {split} blocks" in source) == (split > 1)
+    if (M, N, p["BN"], split) == (16, 4608, 64, 1):
+        assert geo.grid == (72, 1, 1)
+
+
+def test_ws_64_row_tiles_are_offered_only_where_they_fit():
+    """Deep rings fit 64-row tiles only (12 stages of 64 x 64, 8 of 64 x 128); 64-column tiles and split K only
+    with 64 rows; split K only into an FP32 C without an epilogue, and without the persistent grid's extras."""
+    v = discover().get("wgmma_ws")
+    def bad(**over):
+        return v.violations(dict(v.defaults(), **over))
+    ok = dict(BM=64, BN=64, CLUSTER_M=1, STREAM_K=False, GPC_ORDER=False, STAGED_STORE=False)
+    assert not bad(**dict(ok, STAGES=12)) and not bad(**dict(ok, BN=128, STAGES=8, SPLIT_K=8))
+    assert any("SMEM <= SMEM_OPTIN" in r for r in bad(**dict(ok, BN=128, STAGES=10)))
+    assert any("SMEM <= SMEM_OPTIN" in r for r in bad(BM=128, BN=128, STAGES=8))
+    assert bad(BM=128, BN=64) and bad(BM=64, BN=256)
+    assert bad(**dict(ok, BM=128, BN=128, SPLIT_K=2))
+    assert bad(**dict(ok, SPLIT_K=2, OUT_DTYPE="bf16", DTYPE="bf16"))
+    assert bad(**dict(ok, SPLIT_K=2, EPILOGUE="bias_relu"))
+    for extra in (dict(STREAM_K=True), dict(GPC_ORDER=True), dict(STAGED_STORE=True), dict(CLUSTER_M=2),
+                  dict(ARRIVAL=True)):
+        assert bad(**dict(ok, SPLIT_K=2, **extra)), extra
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("over", WS64, ids=[str(o) for o in WS64])
+def test_ws_64_row_tiles_compile_to_tma_and_hgmma_without_setmaxnreg(over, dtype):
+    """Every 64-row configuration above compiles for sm_90a with no spills and no serialized wgmma; its SASS has
+    the 64 x BN HGMMA, TMA loads and no USETMAXREG (one consumer: no registers to move); split K adds into C with
+    reductions that wait for no answer (REDG, not ATOMG) and meets on a named barrier of the consumer's 128 threads."""
+    v, p = ws64(dtype, **over)
+    c = compile_rendered(render(v, p), "sm_90")
+    assert c.arch == "sm_90a" and c.resources.spills == 0 and c.resources.stack == 0, c.resources
+    assert "C7514" not in c.log and "wgmma.mma_async instructions are serialized" not in c.log, c.log
+    text = sass(c)
+    assert f"HGMMA.64x{p['BN']}x16.F32" in text and "UTMALDG" in text and "USETMAXREG" not in text
+    if p["SPLIT_K"] > 1:
+        assert "REDG.E.ADD.F32x2" in text and "ATOMG" not in text and re.search(r"BAR\.SYNC\S* 0x1, 0x80", text)
+
+
+@pytest.mark.parametrize("over", [dict(BN=64, STAGES=12, SPLIT_K=1), dict(BN=128, STAGES=8, SPLIT_K=4)])
+def test_ws_64_row_k_step_is_lean(over):
+    """The consumer's K step of a 64-row tile is the lean loop of test_wgmma_ws_k_step_is_lean: 4 HGMMAs with
+    their descriptors in uniform registers, at most 50 instructions a warp."""
+    v, p = ws64(**over)
+    text = sass(compile_rendered(render(v, p), "sm_90"))
+    address = re.compile(r"\s*/\*([0-9a-f]{4,})\*/")
+    lines = [l for l in text.splitlines() if address.match(l)]
+    at = [int(address.match(l).group(1), 16) for l in lines]
+    back = {i: int(m.group(1), 16) for i, line in enumerate(lines)
+            if (m := re.search(r"BRA (0x[0-9a-f]+)", line)) and int(m.group(1), 16) < at[i]}
+    loops = []
+    for i, target in back.items():
+        inside = [j for j in range(len(lines)) if target <= at[j] <= at[i]]
+        if "HGMMA" in "".join(lines[j] for j in inside) and not any(j in back for j in inside[:-1]):
+            loops.append([lines[j] for j in inside])
+    assert loops, "no K loop found"
+    for body in loops:
+        assert sum("HGMMA" in l for l in body) == 4 and len(body) <= 50, "\n".join(body)
+        assert all(re.search(r"gdesc\[UR\d+\]", l) for l in body if "HGMMA" in l)
+
+
+# The slices' K steps and the persistent grid's tiles, cut out of the rendered kernel for g++: every block
+# (x, z) of the launch walks its tiles with for_each_piece and takes steps k_first .. k_end-1 of each.
+SPLIT_HOST = r"""
+#include <algorithm>
+#include <cstdio>
+using std::min; using std::max;
+#define __device__
+#define __forceinline__ inline
+struct { int z; } blockIdx;
+%s
+int main() {
+    int tiles, steps, G, S;
+    while (scanf("%%d %%d %%d %%d", &tiles, &steps, &G, &S) == 4) {
+        for (int z = 0; z < S; ++z) {
+            blockIdx.z = z;
+            %s
+            for (int b = 0; b < G; ++b)
+                for_each_piece(tiles, steps, b, G, [&](int tile, int, int) {
+                    for (int k = k_first; k < k_end; ++k) printf("%%d %%d %%d\n", tile, k, z);
+                    printf("%%d -1 %%d\n", tile, z);  // the block's arrival for the tile (split_tiles' count)
+                });
+        }
+        printf("end\n");
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+@pytest.mark.parametrize("split", [2, 4, 8])
+def test_split_slices_take_every_k_step_of_every_tile_once(split, tmp_path):
+    v, p = ws64(BN=64, STAGES=4, SPLIT_K=split)
+    source = render(v, p).source
+    start = source.index("template <typename Piece>")
+    piece = source[start:source.index("\n}\n", start) + 3]
+    slice_lines = "\n".join(l for l in source.splitlines() if "const int per =" in l or "const int k_first =" in l)
+    assert slice_lines.count("\n") == 1
+    (tmp_path / "split.cpp").write_text(SPLIT_HOST % (piece, slice_lines))
+    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(tmp_path / "split"), str(tmp_path / "split.cpp")],
+                   check=True, capture_output=True)
+    cases = []  # K steps fewer than slices, steps not a multiple of them, more tiles than blocks
+    for M, N, K in [(16, 4608, 3584), (128, 5120, 4096), (2100, 2000, 72), (1, 5003, 4001), (16, 64, 64),
+                    (64, 640, 200)]:
+        cases.append((-(-M // 64) * -(-N // 64), -(-K // 64), v.geometry(p, M, N, K, sms=132).grid[0], split))
+    stdin = "".join(" ".join(map(str, c)) + "\n" for c in cases)
+    out = subprocess.run([str(tmp_path / "split")], input=stdin, capture_output=True, text=True, check=True).stdout
+    blocks = out.split("end\n")[:-1]
+    assert len(blocks) == len(cases)
+    for (tiles, steps, G, S), block in zip(cases, blocks):
+        assert G == min(132 // S, tiles)
+        rows = [tuple(map(int, line.split())) for line in block.splitlines()]
+        done = sorted((t, k) for t, k, _ in rows if k >= 0)
+        assert done == sorted((t, k) for t in range(tiles) for k in range(steps)), (tiles, steps, G, S)
+        arrivals = sorted((t, z) for t, k, z in rows if k < 0)
+        assert arrivals == sorted((t, z) for t in range(tiles) for z in range(S))  # SPLIT_K a tile, every launch
