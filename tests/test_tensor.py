@@ -97,7 +97,12 @@ def test_wgmma_ws_k_step_is_lean(dtype):
     uniform registers. (103 when each step divided its stage out of a step count and built its descriptors
     from pointers; cutting them bought clock under the H100's power cap, benchmarks/h100-power-experiments.txt.)"""
     v = discover().get("wgmma_ws")
-    text = sass(compile_rendered(render(v, v.resolve(v.for_dtype(dtype))), "sm_90"))
+    assert_lean_k_steps(sass(compile_rendered(render(v, v.resolve(v.for_dtype(dtype))), "sm_90")))
+
+
+def assert_lean_k_steps(text: str) -> None:
+    """Every innermost loop of the SASS that holds HGMMAs (a K step): 4 of them, their descriptors in uniform
+    registers, at most 50 instructions a warp."""
     address = re.compile(r"\s*/\*([0-9a-f]{4,})\*/")  # cuobjdump's /*0a50*/ before each instruction
     lines = [l for l in text.splitlines() if address.match(l)]
     at = [int(address.match(l).group(1), 16) for l in lines]
@@ -480,21 +485,7 @@ def test_ws_64_row_k_step_is_lean(over):
     """The consumer's K step of a 64-row tile is the lean loop of test_wgmma_ws_k_step_is_lean: 4 HGMMAs with
     their descriptors in uniform registers, at most 50 instructions a warp."""
     v, p = ws64(**over)
-    text = sass(compile_rendered(render(v, p), "sm_90"))
-    address = re.compile(r"\s*/\*([0-9a-f]{4,})\*/")
-    lines = [l for l in text.splitlines() if address.match(l)]
-    at = [int(address.match(l).group(1), 16) for l in lines]
-    back = {i: int(m.group(1), 16) for i, line in enumerate(lines)
-            if (m := re.search(r"BRA (0x[0-9a-f]+)", line)) and int(m.group(1), 16) < at[i]}
-    loops = []
-    for i, target in back.items():
-        inside = [j for j in range(len(lines)) if target <= at[j] <= at[i]]
-        if "HGMMA" in "".join(lines[j] for j in inside) and not any(j in back for j in inside[:-1]):
-            loops.append([lines[j] for j in inside])
-    assert loops, "no K loop found"
-    for body in loops:
-        assert sum("HGMMA" in l for l in body) == 4 and len(body) <= 50, "\n".join(body)
-        assert all(re.search(r"gdesc\[UR\d+\]", l) for l in body if "HGMMA" in l)
+    assert_lean_k_steps(sass(compile_rendered(render(v, p), "sm_90")))
 
 
 # The slices' K steps and the persistent grid's tiles, cut out of the rendered kernel for g++: every block
