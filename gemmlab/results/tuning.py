@@ -405,30 +405,27 @@ def wgmma_decode_rule(shape, sms: int, smem_per_sm: int, split_ok: bool = True) 
     them. No split for a 16-bit C (not `split_ok`)."""
     M, N, K = shape.M, shape.N, shape.K
     small = N * K * 2 <= WGMMA_DECODE_SMALL_B
-    if small and M <= 64:
-        tiles = math.ceil(N / 128)
-        split = split_k(tiles, K, 64, 32, sms) if split_ok else 1
-        params = {"BM": 64, "BN": 128, "STAGES": WGMMA_DECODE_STAGES, "MMA_IN_FLIGHT": 1}
-        if split > 1:
-            params["SPLIT_K"] = split
-        return ("wgmma", params, f"{M} row(s) of C: 64 x 128 tiles ({tiles} of them"
-                + (f", K in {split} slices" if split > 1 else "") + "), one K step's products in flight while "
-                f"the next are issued, B streamed {WGMMA_DECODE_STAGES} stages deep")
-    bn = 64 if small else 128
-    tiles, bands = math.ceil(M / 64) * math.ceil(N / bn), math.ceil(M / 64)
-    # blocks an SM holds: wgmma's launch.smem at BM 64 (STAGES * (BM + BN) * 64 * 2 + 1024), 1 KB the system keeps
-    per_sm = smem_per_sm // (WGMMA_DECODE_STAGES * (64 + bn) * 128 + 2048)
-    if not small and bands > 1 and tiles > per_sm * sms:
-        return ("wgmma_ws", {"BN": 128, "CLUSTER_M": 1},
-                f"{M} rows of C: {tiles} tiles of 64 x 128 would make a second wave: warp-specialised wgmma, "
-                "128 x 128 tiles, stream-K over the last wave")
-    slots = per_sm * sms if small else bands * sms
+    if small and M <= 64:  # one block an SM, each keeping a step's products in flight
+        bn, slots, extra = 128, sms, {"MMA_IN_FLIGHT": 1}
+    else:
+        bn, extra = (64 if small else 128), {}
+        tiles, bands = math.ceil(M / 64) * math.ceil(N / bn), math.ceil(M / 64)
+        # blocks an SM holds: wgmma's launch.smem at BM 64 (STAGES * (BM + BN) * 64 * 2 + 1024), 1 KB the system keeps
+        per_sm = smem_per_sm // (WGMMA_DECODE_STAGES * (64 + bn) * 128 + 2048)
+        if not small and bands > 1 and tiles > per_sm * sms:
+            return ("wgmma_ws", {"BN": 128, "CLUSTER_M": 1},
+                    f"{M} rows of C: {tiles} tiles of 64 x 128 would make a second wave: warp-specialised wgmma, "
+                    "128 x 128 tiles, stream-K over the last wave")
+        slots = per_sm * sms if small else bands * sms
+    tiles = math.ceil(M / 64) * math.ceil(N / bn)
     split = split_k(tiles, K, 64, 32, slots) if split_ok else 1
-    params = {"BM": 64, "BN": bn, "STAGES": WGMMA_DECODE_STAGES}
+    params = {"BM": 64, "BN": bn, "STAGES": WGMMA_DECODE_STAGES, **extra}
     if split > 1:
         params["SPLIT_K"] = split
-    return ("wgmma", params, f"{M} row(s) of C: 64 x {bn} tiles ({tiles} of them"
-            + (f", K in {split} slices" if split > 1 else "") + f"), B streamed {WGMMA_DECODE_STAGES} stages deep")
+    flight = ", one K step's products in flight while the next are issued" if extra else ""
+    slices = f", K in {split} slices" if split > 1 else ""
+    return ("wgmma", params, f"{M} row(s) of C: 64 x {bn} tiles ({tiles} of them{slices}){flight}, "
+            f"B streamed {WGMMA_DECODE_STAGES} stages deep")
 
 
 def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["sm_90"].SMEM_PER_SM,
