@@ -110,8 +110,16 @@ def channel(place: Place, store: str | None = None, timeout: float = 120.0, env=
                             "--store PATH, a file on a file system every rank sees")
 
 
-def _missing(place: Place, got: dict) -> list[int]:
-    return [r for r in range(place.world) if r not in got]
+def _collect(place: Place, payload: bytes, timeout: float, take) -> dict[int, bytes]:
+    """Rank 0's side of a gather: its own payload, then each other rank's as `take(rank)` finds it (bytes,
+    or None while it has not come), polled until all have come or `timeout` seconds have passed."""
+    got, deadline = {0: payload}, time.monotonic() + timeout
+    while len(got) < place.world and time.monotonic() < deadline:
+        for r in range(1, place.world):
+            if r not in got and (data := take(r)) is not None:
+                got[r] = data
+        time.sleep(0.05)
+    return got
 
 
 class MpiChannel:
@@ -129,15 +137,13 @@ class MpiChannel:
         if self.place.rank != 0:
             self.comm.send((key, payload), dest=0, tag=self.TAG)
             return None
-        got, deadline = {0: payload}, time.monotonic() + timeout
-        while _missing(self.place, got) and time.monotonic() < deadline:
-            for r in _missing(self.place, got):
-                if self.comm.iprobe(source=r, tag=self.TAG):
-                    k, data = self.comm.recv(source=r, tag=self.TAG)
-                    if k == key:
-                        got[r] = data
-            time.sleep(0.05)
-        return got
+
+        def take(r):
+            if self.comm.iprobe(source=r, tag=self.TAG):
+                k, data = self.comm.recv(source=r, tag=self.TAG)
+                return data if k == key else None
+            return None
+        return _collect(self.place, payload, timeout, take)
 
 
 class TcpChannel:
@@ -168,13 +174,8 @@ class TcpChannel:
         if self.place.rank != 0:
             self.store.set(f"{name}{self.place.rank}", payload)
             return None
-        got, deadline = {0: payload}, time.monotonic() + timeout
-        while _missing(self.place, got) and time.monotonic() < deadline:
-            for r in _missing(self.place, got):
-                if self.store.check([f"{name}{r}"]):
-                    got[r] = bytes(self.store.get(f"{name}{r}"))
-            time.sleep(0.05)
-        return got
+        return _collect(self.place, payload, timeout,
+                        lambda r: bytes(self.store.get(f"{name}{r}")) if self.store.check([f"{name}{r}"]) else None)
 
 
 def job_id(env) -> str:
@@ -208,18 +209,17 @@ class FileStore:
             tmp.write_bytes(head + payload)
             os.replace(tmp, self.part(rank))
             return None
-        got, deadline = {0: payload}, time.monotonic() + timeout
-        while _missing(self.place, got) and time.monotonic() < deadline:
-            for r in _missing(self.place, got):
-                try:
-                    data = self.part(r).read_bytes()
-                except FileNotFoundError:
-                    continue
-                if data.startswith(head):
-                    got[r] = data[len(head):]
-                    self.part(r).unlink(missing_ok=True)
-            time.sleep(0.05)
-        return got
+
+        def take(r):
+            try:
+                data = self.part(r).read_bytes()
+            except FileNotFoundError:
+                return None
+            if not data.startswith(head):  # an earlier job's
+                return None
+            self.part(r).unlink(missing_ok=True)
+            return data[len(head):]
+        return _collect(self.place, payload, timeout, take)
 
     def share(self, rank: int, make, timeout: float) -> bytes:
         if rank == 0:
