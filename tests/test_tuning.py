@@ -128,11 +128,21 @@ def test_the_skinny_rules_thresholds(shape, sms, variant, params):
     assert tuning.rule(Shape(*shape), sms=sms)[:2] == (variant, params)
 
 
+WS64 = {"BM": 64, "CLUSTER_M": 1, "STREAM_K": False, "GPC_ORDER": False}  # wgmma_ws's 64-row tiles, one block an SM
+SLICED = {"STAGED_STORE": False}  # K slices add into C with atomics
+
+
 @pytest.mark.parametrize("shape,variant,params", [
-    ((16, 4608, 3584), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "MMA_IN_FLIGHT": 1, "SPLIT_K": 2}),  # 33 MB: 36 x 2
-    ((65, 4608, 3584), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2}),    # past 64 rows: 144 tiles x 2
-    ((128, 4608, 3584), "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2}),   # 144 tiles x 2
-    ((64, 4096, 8192), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "MMA_IN_FLIGHT": 1, "SPLIT_K": 4}),  # 64 MB: 32 x 4
+    # a B of 64 MB or less: wgmma_ws's 64-row tiles, K split while the blocks stay within one an SM
+    ((16, 4608, 3584), "wgmma_ws", dict(WS64, BN=128, STAGES=6, SPLIT_K=2, **SLICED)),  # 33 MB: 36 x 2 (x 4: 144)
+    ((16, 3584, 3584), "wgmma_ws", dict(WS64, BN=128, STAGES=6, SPLIT_K=4, **SLICED)),  # 28 x 4 = 112
+    ((33, 4608, 3584), "wgmma_ws", dict(WS64, BN=64, STAGES=10)),                       # 72 tiles: no split
+    ((64, 4096, 8192), "wgmma_ws", dict(WS64, BN=64, STAGES=10, SPLIT_K=2, **SLICED)),  # 64 MB: 64 x 2
+    ((65, 4608, 3584), "wgmma_ws", dict(WS64, BN=128, STAGES=8)),                       # 2 bands: 72 tiles
+    ((128, 3584, 3584), "wgmma_ws", dict(WS64, BN=128, STAGES=8, SPLIT_K=2, **SLICED)),  # 56 x 2
+    ((17, 4104, 512), "wgmma_ws", dict(WS64, BN=128, STAGES=6, SPLIT_K=2, **SLICED)),   # 4 steps a slice
+    ((17, 4096, 256), "wgmma_ws", dict(WS64, BN=128, STAGES=6)),
+    # a larger B: wgmma's 64 x 128 tiles, 2 blocks an SM
     ((64, 4104, 8192), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),   # past 64 MB: 33 tiles x 4
     ((16, 3584, 18944), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),  # 28 x 4 = 112: half the SMs
     ((128, 3584, 18944), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4}),  # 2 bands: 56 x 4 in 2 x 132
@@ -142,24 +152,23 @@ def test_the_skinny_rules_thresholds(shape, sms, variant, params):
     ((65, 16904, 4096), "wgmma_ws", {"BN": 128, "CLUSTER_M": 1}),                   # 266: a second wave
     ((128, 18944, 3584), "wgmma_ws", {"BN": 128, "CLUSTER_M": 1}),
     ((64, 18944, 3584), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4}),               # one band: no second wave
-    ((17, 4104, 512), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "MMA_IN_FLIGHT": 1, "SPLIT_K": 2}),  # 4 steps a slice
-    ((17, 4096, 256), "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "MMA_IN_FLIGHT": 1}),
     ((129, 8320, 4096), "wgmma_ws", {}),
 ])
 def test_the_tensor_rules_thresholds(shape, variant, params):
     name, overrides, why = tuning.tensor_rule(Shape(*shape), "bf16", 132)
     assert (name, overrides) == (variant, params)
     M, N = shape[:2]
-    if name == "wgmma":
-        split = f", K in {params['SPLIT_K']} slices" if "SPLIT_K" in params else ""
-        flight = ", one K step's products in flight while the next are issued" if "MMA_IN_FLIGHT" in params else ""
-        assert why == f"{M} row(s) of C: 64 x {params['BN']} tiles ({-(-M // 64) * -(-N // params['BN'])} of them" \
-                      f"{split}){flight}, B streamed 4 stages deep"
+    tiles = -(-M // 64) * -(-N // params.get("BN", 128))
+    split = f", K in {params['SPLIT_K']} slices" if "SPLIT_K" in params else ""
+    if params.get("BM") == 64:
+        kind = "warp-specialised wgmma, " if name == "wgmma_ws" else ""
+        assert why == f"{M} row(s) of C: {kind}64 x {params['BN']} tiles ({tiles} of them{split}), " \
+                      f"B streamed {params['STAGES']} stages deep"
         # a 16-bit C takes the same tiles, K whole (split K adds into an FP32 C)
-        no_split = {k: v for k, v in params.items() if k != "SPLIT_K"}
-        assert tuning.tensor_rule(Shape(*shape), "bf16", 132, out_dtype="bf16")[:2] == ("wgmma", no_split)
+        whole = {k: v for k, v in params.items() if k not in ("SPLIT_K", "STAGED_STORE")}
+        assert tuning.tensor_rule(Shape(*shape), "bf16", 132, out_dtype="bf16")[:2] == (name, whole)
     elif params:
-        assert why.startswith(f"{M} rows of C: {-(-M // 64) * -(-N // 128)} tiles of 64 x 128 would make a second wave")
+        assert why.startswith(f"{M} rows of C: {tiles} tiles of 64 x 128 would make a second wave")
     else:
         assert why == "warp-specialised wgmma, 128 x 256 tiles, stream-K over the last wave"
     assert tuning.tensor_rule(Shape(*shape), "tf32", 132)[2] == "TMA and wgmma, 256 x 128 tiles"

@@ -372,59 +372,59 @@ def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
 GEMV_ANY_OFFSET_BLOCKS_PER_SM = 2
 
 
-# Decode on the tensor cores (5 to 128 rows of C, rows TMA can read): wgmma's 64-row tiles with 4 stages of
-# copies in flight, K split so that the blocks stream all of B at once. Tuned on projections of Qwen2-7B,
-# Llama-2-13B and CodeLlama-34B (none of Llama-3's) at 16 to 128 rows, 10 to 14 configurations each beside
-# cuBLAS (H100, 1f5aa88, benchmarks/h100-decode-bf16-tuning.txt):
-# - 4 stages beat 6 nearly everywhere: 2 blocks an SM of 64 x 128 (3 of 64 x 64) rather than 1 (2): the
-#   6-stage rule of before ran 0.90x cuBLAS over the 30 shapes (geomean), the rule below 0.98x, within 1% of
-#   the fastest configuration measured on each.
-# - B of more than 64 MB: 64 x 128 tiles, and K split only until the tiles of each 64-row band make
-#   half an SM's worth of blocks or more (split_k with one slot an SM and band): slices cost their zeros and
-#   atomic adds, and more blocks bought nothing once B streamed from every SM (16 x 3584 x 18944: 28 tiles
-#   in 4 slices 60.9 us, in 8 63.6, 64 x 64 tiles 63.7; cuBLAS 62.4).
-# - B of 64 MB or less, where the whole product takes 20 to 35 us: 64 x 64 tiles, K split until 3 blocks an
-#   SM (16 x 4608 x 3584: 72 tiles in 4 slices 23.3 us, 64 x 128 tiles 24.8-25.0, cuBLAS 21.3).
-# - With more than 64 rows, a second wave of 64 x 128 tiles (more than 2 an SM) cost up to 14% (128 x 18944
-#   x 3584: 296 tiles 82.7 us); there wgmma_ws's 128 x 128 tiles with stream-K over the last wave take it
-#   (72.6; its default 128 x 256 tiles in clusters of 2: 85.2; cuBLAS 61.1).
-# - Up to 64 rows and a B of 64 MB or less (retuned at c76de69 on Qwen2-7B, Mistral-Nemo, Phi-3 and
-#   Llama-2-13B projections at 16 and 64 rows, 4 H100s, benchmarks/h100-decode-in-flight-bf16-tuning.json):
-#   64 x 128 tiles that keep one K step's products in flight while the next are issued (MMA_IN_FLIGHT: a
-#   buffer is freed once the step before has finished, not the step just issued), K split only until one
-#   block an SM: geomean 0.903x cuBLAS over the 10 shapes, against 0.877x for 64 x 64 tiles in 3 blocks an SM.
-#   At 65 to 128 rows the 64 x 64 tiles stayed ahead (0.840x against 0.826x).
+# Decode on the tensor cores (5 to 128 rows of C, rows TMA can read): 64-row tiles, K split so that the
+# blocks stream all of B at once. Tuned on projections of Qwen2-7B, Mistral-Nemo, Llama-2-13B and CodeLlama-34B
+# (none of Llama-3's, which judge the rule) at 16 to 128 rows, beside cuBLAS:
+# - A B of more than 64 MB (H100, 1f5aa88, benchmarks/h100-decode-bf16-tuning.txt): wgmma's 64 x 128 tiles
+#   with 4 stages, 2 blocks an SM (4 stages beat 6 nearly everywhere), and K split only until the tiles of
+#   each 64-row band make half an SM's worth of blocks or more (split_k with one slot an SM and band):
+#   slices cost their zeros and atomic adds, and more blocks bought nothing once B streamed from every SM
+#   (16 x 3584 x 18944: 28 tiles in 4 slices 60.9 us, in 8 63.6, 64 x 64 tiles 63.7; cuBLAS 62.4). With more
+#   than 64 rows, a second wave of 64 x 128 tiles (more than 2 an SM) cost up to 14% (128 x 18944 x 3584:
+#   296 tiles 82.7 us); there wgmma_ws's 128 x 128 tiles with stream-K over the last wave take it (72.6;
+#   its default 128 x 256 tiles in clusters of 2: 85.2; cuBLAS 61.1).
+# - A B of 64 MB or less, where the whole product takes 15 to 30 us (H100, 59eea3f, 4 shapes at each of 16,
+#   64 and 128 rows, 24 configurations each, benchmarks/h100-decode-ws-bf16-tuning.json by
+#   benchmarks/decode-ws-sweep.py): wgmma_ws with 64-row tiles (one consumer warpgroup beside the TMA
+#   producer) and a deep ring of copies, one block an SM, K split only while the blocks stay in one wave.
+#   Geomean against cuBLAS at the split this rule takes (wgmma's 64-row tiles, the rule before, in
+#   brackets): 16 rows 64 x 128 tiles and 6 stages 0.952x (0.902x); 64 rows 64 x 64 tiles and 10 stages
+#   1.009x (0.865x); 128 rows 64 x 128 tiles and 8 stages 0.978x (0.816x). A second wave of blocks cost
+#   10-25% (16 x 4608 x 3584 in 4 slices: 144 blocks, 0.76x; 64 x 5120 x 4096 in 2: 160 blocks, 0.76x).
 WGMMA_DECODE_STAGES, WGMMA_DECODE_SMALL_B = 4, 64 << 20
+WS_DECODE_TILES = ((32, 128, 6), (64, 64, 10), (128, 128, 8))  # (most rows, BN, STAGES) for a small B
 
 
 def wgmma_decode_rule(shape, sms: int, smem_per_sm: int, split_ok: bool = True) -> tuple[str, dict, str]:
-    """wgmma for 5 to 128 rows of C (the constants above): for a B of at most WGMMA_DECODE_SMALL_B bytes,
-    64 x 128 tiles with MMA_IN_FLIGHT up to 64 rows, K split until one block an SM, and 64 x 64 tiles above,
-    K split until 3 blocks an SM; for a larger B 64 x 128, K split until the tiles of a
-    64-row band reach half the SMs, or wgmma_ws with stream-K where more than 64 rows make a second wave of
-    them. No split for a 16-bit C (not `split_ok`)."""
+    """5 to 128 rows of C (the constants above): for a B of at most WGMMA_DECODE_SMALL_B bytes, wgmma_ws's
+    64-row tiles (WS_DECODE_TILES), K split while the blocks stay within one an SM; for a larger B wgmma's
+    64 x 128 tiles, K split until the tiles of a 64-row band reach half the SMs, or wgmma_ws with stream-K
+    where more than 64 rows make a second wave of them. No split for a 16-bit C (not `split_ok`)."""
     M, N, K = shape.M, shape.N, shape.K
-    small = N * K * 2 <= WGMMA_DECODE_SMALL_B
-    if small and M <= 64:  # one block an SM, each keeping a step's products in flight
-        bn, slots, extra = 128, sms, {"MMA_IN_FLIGHT": 1}
-    else:
-        bn, extra = (64 if small else 128), {}
-        tiles, bands = math.ceil(M / 64) * math.ceil(N / bn), math.ceil(M / 64)
-        # blocks an SM holds: wgmma's launch.smem at BM 64 (STAGES * (BM + BN) * 64 * 2 + 1024), 1 KB the system keeps
-        per_sm = smem_per_sm // (WGMMA_DECODE_STAGES * (64 + bn) * 128 + 2048)
-        if not small and bands > 1 and tiles > per_sm * sms:
-            return ("wgmma_ws", {"BN": 128, "CLUSTER_M": 1},
-                    f"{M} rows of C: {tiles} tiles of 64 x 128 would make a second wave: warp-specialised wgmma, "
-                    "128 x 128 tiles, stream-K over the last wave")
-        slots = per_sm * sms if small else bands * sms
-    tiles = math.ceil(M / 64) * math.ceil(N / bn)
-    split = split_k(tiles, K, 64, 32, slots) if split_ok else 1
-    params = {"BM": 64, "BN": bn, "STAGES": WGMMA_DECODE_STAGES, **extra}
+    bands = math.ceil(M / 64)
+    if N * K * 2 <= WGMMA_DECODE_SMALL_B:
+        bn, stages = next((bn, st) for rows, bn, st in WS_DECODE_TILES if M <= rows)
+        tiles = bands * math.ceil(N / bn)
+        split = split_k(tiles, K, 64, 32, sms) if split_ok else 1
+        params = {"BM": 64, "BN": bn, "STAGES": stages, "CLUSTER_M": 1, "STREAM_K": False, "GPC_ORDER": False}
+        if split > 1:  # the slices add into C with atomics, not through the staged store
+            params.update(SPLIT_K=split, STAGED_STORE=False)
+        slices = f", K in {split} slices" if split > 1 else ""
+        return ("wgmma_ws", params, f"{M} row(s) of C: warp-specialised wgmma, 64 x {bn} tiles ({tiles} of them"
+                f"{slices}), B streamed {stages} stages deep")
+    tiles = bands * math.ceil(N / 128)
+    # blocks an SM holds: wgmma's launch.smem at BM 64 (STAGES * (BM + BN) * 64 * 2 + 1024), 1 KB the system keeps
+    per_sm = smem_per_sm // (WGMMA_DECODE_STAGES * (64 + 128) * 128 + 2048)
+    if bands > 1 and tiles > per_sm * sms:
+        return ("wgmma_ws", {"BN": 128, "CLUSTER_M": 1},
+                f"{M} rows of C: {tiles} tiles of 64 x 128 would make a second wave: warp-specialised wgmma, "
+                "128 x 128 tiles, stream-K over the last wave")
+    split = split_k(tiles, K, 64, 32, bands * sms) if split_ok else 1
+    params = {"BM": 64, "BN": 128, "STAGES": WGMMA_DECODE_STAGES}
     if split > 1:
         params["SPLIT_K"] = split
-    flight = ", one K step's products in flight while the next are issued" if extra else ""
     slices = f", K in {split} slices" if split > 1 else ""
-    return ("wgmma", params, f"{M} row(s) of C: 64 x {bn} tiles ({tiles} of them{slices}){flight}, "
+    return ("wgmma", params, f"{M} row(s) of C: 64 x 128 tiles ({tiles} of them{slices}), "
             f"B streamed {WGMMA_DECODE_STAGES} stages deep")
 
 
@@ -440,8 +440,8 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     otherwise wgmma_tf32. Small unaligned FP16 and BF16 C of up to 48 columns and K of 512 or more takes
     gemv_n with K over a block's warps (GEMV_N_SMALL_*). FP16 and BF16 with up to 4 rows of C (decode: a stream of
     B) take gemv (gemv_rule), with rows at any offset too where its blocks fill the SMs (GEMV_ANY_OFFSET);
-    with up to 128, wgmma's 64-row tiles (wgmma_decode_rule), tuned on other models' projections than
-    Llama-3's, which judge them. The rest go to wgmma_ws (128 x 256 tiles, stream-K over the last wave).
+    with up to 128, 64-row tiles (wgmma_decode_rule: wgmma_ws's for a B of up to 64 MB, wgmma's above),
+    tuned on other models' projections than Llama-3's, which judge them. The rest go to wgmma_ws (128 x 256 tiles, stream-K over the last wave).
     A 16-bit C (`out_dtype`) takes neither gemv nor split K, which add partial sums into an FP32 C."""
     M, N, K = shape.M, shape.N, shape.K
     if dtype in ("e4m3", "e5m2"):  # one FP8 rung, not tuned per shape yet (docs/fp8.md)
