@@ -300,8 +300,9 @@ def test_tensor_map_errors_are_clear():
     assert tensor_map(a, (64, 64), "fp16").nbytes == 128
     with pytest.raises(GemmlabError, match="cuTensorMapEncodeTiled refused a 64 x 64 fp16 matrix with box .512, 64."):
         tensor_map(a, (512, 64), "fp16")
-    with pytest.raises(GemmlabError, match="tensor maps for bf16, fp16, tf32, e4m3, e5m2, not fp32"):
-        tensor_map(cupy.zeros((64, 64), dtype=cupy.float32), (32, 64), "fp32")
+    assert tensor_map(cupy.zeros((64, 64), dtype=cupy.float32), (32, 64), "fp32").nbytes == 128  # C, for TMA stores
+    with pytest.raises(GemmlabError, match="tensor maps for bf16, fp16, tf32, e4m3, e5m2, fp32, not int8"):
+        tensor_map(cupy.zeros((64, 64), dtype=cupy.int8), (64, 64), "int8")
 
 
 @pytest.mark.gpu
