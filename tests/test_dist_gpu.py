@@ -6,7 +6,9 @@ import pytest
 import gemmlab
 from gemmlab.multigpu.rank import FAULT_ENV
 
-pytestmark = pytest.mark.gpu
+# Each test spawns a process on every GPU; under pytest-xdist they would share the GPUs with each other and
+# the bandwidth test would time NCCL against another test's kernels, so one worker runs them in turn.
+pytestmark = [pytest.mark.gpu, pytest.mark.xdist_group("all-gpus")]
 
 
 def gpu_count() -> int:
