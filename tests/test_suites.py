@@ -99,10 +99,10 @@ def test_the_roofline_takes_the_input_types_bytes():
 
 @pytest.mark.parametrize("shape, dtype, variant, params, why", [
     ((4096, 4096, 4096), "bf16", "wgmma_ws", {}, "warp-specialised"),
-    ((64, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 128, "STAGES": 4, "SPLIT_K": 4, "MMA_IN_FLIGHT": 1},
-     "64 row(s) of C: 64 x 128 tiles (32 of them, K in 4 slices), one K step's products in flight"),
-    ((65, 4096, 4096), "fp16", "wgmma", {"BM": 64, "BN": 64, "STAGES": 4, "SPLIT_K": 2},
-     "65 row(s) of C: 64 x 64 tiles (128 of them, K in 2 slices)"),
+    ((64, 4096, 4096), "fp16", "wgmma_ws", {"BM": 64, "BN": 64, "STAGES": 10, "SPLIT_K": 2, "STAGED_STORE": False},
+     "64 row(s) of C: warp-specialised wgmma, 64 x 64 tiles (64 of them, K in 2 slices), B streamed 10 stages deep"),
+    ((65, 4096, 4096), "fp16", "wgmma_ws", {"BM": 64, "BN": 128, "STAGES": 8, "SPLIT_K": 2, "CLUSTER_M": 1},
+     "65 row(s) of C: warp-specialised wgmma, 64 x 128 tiles (64 of them, K in 2 slices)"),
     ((128, 8192, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128, "SPLIT_K": 2},
      "128 row(s) of C: 64 x 128 tiles (128 of them, K in 2 slices)"),
     ((17, 10240, 8192), "bf16", "wgmma", {"BM": 64, "BN": 128}, "64 x 128 tiles (80 of them)"),
@@ -195,8 +195,8 @@ def test_run_auto_chooses_for_the_input_type_and_says_why(fake_gpu):
     r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 16, "-N", 4096, "-K", 4096, "--json")
     assert r.exit_code == 0, r.output
     kernel = json.loads(r.stdout)["rows"][0]
-    assert kernel["variant"] == "wgmma" and kernel["dtype"] == "bf16" and kernel["params"]["BM"] == 64
-    assert "auto chose wgmma DTYPE=bf16 BM=64 BN=128" in r.stderr and "16 row(s) of C" in r.stderr
+    assert kernel["variant"] == "wgmma_ws" and kernel["dtype"] == "bf16" and kernel["params"]["BM"] == 64
+    assert "auto chose wgmma_ws DTYPE=bf16 BM=64 BN=128" in r.stderr and "16 row(s) of C" in r.stderr
     r = invoke("run", "--variant", "auto", "--dtype", "bf16", "-M", 3, "-N", 4096, "-K", 4096, "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["rows"][0]["variant"] == "gemv"
     assert "auto chose gemv DTYPE=bf16 BM=4" in r.stderr and "3 row(s) of C: a stream of B" in r.stderr
