@@ -25,6 +25,9 @@ class World:
         self.slots = [None] * ranks
         self.mail = {(a, b): queue.Queue() for a in range(ranks) for b in range(ranks)}
         self.log = []  # (rank, op, bytes sent)
+        self.windows = [[] for _ in range(ranks)]  # each rank's symmetric buffers, in the order allocated
+        self.signals = {(a, b): 0 for a in range(ranks) for b in range(ranks)}  # (from, to): signals sent
+        self.signalled = threading.Condition()
 
 
 class Event:
@@ -111,6 +114,7 @@ class FakeComm:
 
     def __init__(self, world: World, rank: int, rt: FakeRuntime):
         self.world, self.rank, self.rt = world, rank, rt
+        self.waited = {p: 0 for p in range(world.ranks)}  # signals from each rank waited for so far
 
     def _log(self, op, nbytes):
         self.world.log.append((self.rank, op, nbytes))
@@ -118,7 +122,49 @@ class FakeComm:
     def symmetric(self, shape, dtype):
         """Where NCCL would register a symmetric window: the same allocation on every rank, in order."""
         self.world.log.append((self.rank, "symmetric", 0))
-        return np.zeros(shape, dtype=dtype)
+        x = np.zeros(shape, dtype=dtype)
+        self.world.windows[self.rank].append(x)
+        return x
+
+    def _peers(self):
+        return [p for p in range(self.world.ranks) if p != self.rank]
+
+    def _signal(self, peer):
+        with self.world.signalled:
+            self.world.signals[(self.rank, peer)] += 1
+            self.world.signalled.notify_all()
+
+    def _wait_signals(self):
+        """ncclWaitSignal for one more signal from every other rank: the stream blocks until they come."""
+        for p in self._peers():
+            self.waited[p] += 1
+        with self.world.signalled:
+            assert self.world.signalled.wait_for(
+                lambda: all(self.world.signals[(p, self.rank)] >= self.waited[p] for p in self._peers()), 20)
+
+    def barrier(self, stream):
+        def run():
+            for p in self._peers():
+                self._signal(p)
+            self._wait_signals()
+        self.rt.enqueue(stream, run)
+
+    def put_all(self, send, stream):
+        """ncclPutSignal of `send` into the same place of every other rank's window (found as NCCL finds
+        it: the same buffer, allocated in the same order), each followed by its signal; then the wait."""
+        mine = self.world.windows[self.rank]
+        i = next(i for i, w in enumerate(mine) if np.shares_memory(w, send))
+        offset = send.__array_interface__["data"][0] - mine[i].__array_interface__["data"][0]
+
+        def run():
+            for p in self._peers():
+                dst = self.world.windows[p][i].reshape(-1).view(np.uint8)
+                dst[offset:offset + send.nbytes] = send.reshape(-1).view(np.uint8)
+                self._signal(p)
+            self._wait_signals()
+        assert send.flags.c_contiguous
+        self._log("put", (self.world.ranks - 1) * send.nbytes)
+        self.rt.enqueue(stream, run)
 
     def allgather(self, send, recv, stream):
         def run():

@@ -14,7 +14,8 @@ from dist_fakes import FakeComm, FakeRuntime, numpy_gemm, run_ranks
 
 CASES = [("allgather", n) for n in (1, 2, 3, 4)] + [("reduce_scatter", n) for n in (1, 2, 3, 4)] + \
         [("ring", n) for n in (1, 2, 3, 4, 5)] + [("summa", n) for n in (1, 4, 9)] + \
-        [("allgather_ce", n) for n in (1, 2, 3, 4, 5)] + [("allgather_arrival", n) for n in (1, 2, 3, 5)]
+        [("allgather_ce", n) for n in (1, 2, 3, 4, 5)] + [("allgather_arrival", n) for n in (1, 2, 3, 5)] + \
+        [("allgather_puts", n) for n in (1, 3)]
 
 
 def run_schedule(name, ranks, shape, policy="compute", overlap=True, dtype="bf16", seed=5, repeat=2, sync=True):
@@ -74,10 +75,10 @@ def test_the_all_gather_in_chunks_beside_the_gemms(tmp_path, ranks, chunks, poli
     assert [n for _, op, n in world.log if op == "symmetric"] == [0] * ranks  # one window a rank, same order
 
 
-def arriving(tmp_path, chunks):
-    """allgather_arrival.toml with `chunks` chunks."""
-    text = open(sch.get("allgather_arrival").path).read()
-    text = text.replace('name = "allgather_arrival"', 'name = "arriving"')
+def arriving(tmp_path, chunks, name="allgather_arrival"):
+    """allgather_arrival.toml (or `name`'s file) with `chunks` chunks."""
+    text = open(sch.get(name).path).read()
+    text = text.replace(f'name = "{name}"', 'name = "arriving"')
     text = "\n".join(f"chunks = {chunks}" if line.startswith("chunks =") else line for line in text.splitlines())
     (tmp_path / "arriving.toml").write_text(text)
     s = sch.get("arriving", (tmp_path,))
@@ -99,7 +100,61 @@ def test_one_launch_waits_for_each_chunk_s_flag(tmp_path, ranks, chunks, policy)
     assert [op for _, op, _ in world.log].count("allgather") == ranks * chunks * 3 * (ranks > 1)
 
 
-def stale(run, launch, moves, arrival):
+@pytest.mark.parametrize("ranks,chunks", [(1, 2), (2, 1), (2, 4), (3, 3), (4, 2), (4, 4)])
+@pytest.mark.parametrize("policy", ["compute", "comm"])
+def test_one_sided_puts_raise_each_chunk_s_flag_after_every_rank_s_piece(tmp_path, ranks, chunks, policy):
+    """allgather_puts: one barrier, then each chunk as puts into the other ranks' rows (each rank waits for
+    the others' pieces before it raises the chunk's flag). Repetitions back to back, the hostile orders: C
+    right, a put per chunk per rank and repetition, each rank's (P-1) pieces' bytes sent."""
+    shape = Shape(ranks * chunks * 4, 60, 48)
+    C, plans, world = run_schedule(arriving(tmp_path, chunks, "allgather_puts"), ranks, shape, policy, repeat=3,
+                                   sync=False)
+    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+    assert verdict.passed and bad == [], verdict.summary()
+    puts = [n for _, op, n in world.log if op == "put"]
+    assert len(puts) == ranks * chunks * 3 * (ranks > 1) and "allgather" not in [op for _, op, _ in world.log]
+    assert sum(puts) == 3 * sum(p.sent for p in plans)
+
+
+def no_wait(comm, send, stream):
+    """put_all without the wait for the other ranks' pieces: the flag goes up when this rank's puts are done."""
+    def run():
+        for p in comm._peers():
+            dst = comm.world.windows[p][0].reshape(-1).view(np.uint8)
+            offset = send.__array_interface__["data"][0] - comm.world.windows[comm.rank][0].__array_interface__["data"][0]
+            dst[offset:offset + send.nbytes] = send.reshape(-1).view(np.uint8)
+    comm.rt.enqueue(stream, run)
+
+
+def test_a_flag_raised_before_the_others_pieces_land_lets_the_gemm_read_poison(tmp_path, monkeypatch):
+    """The rank that runs ahead raises its flag before a slower rank has put its piece: C is wrong. (The other
+    rank is held at the barrier until then, so the check sees rows that never came, not a race.)"""
+    monkeypatch.setattr(FakeComm, "put_all", no_wait)
+    monkeypatch.setattr(FakeComm, "barrier", lambda comm, stream: None)
+    shape = Shape(2 * 2 * 4, 60, 48)
+    sched = arriving(tmp_path, 2, "allgather_puts")
+    plans = [sch.rank_plan(sched, shape, 2, r, "bf16") for r in range(2)]
+
+    def body(world, rank):
+        rt = FakeRuntime("compute")
+        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
+        run.poison()
+        world.barrier.wait()  # both ranks' windows exist
+        if rank == 0:
+            run.once()
+            rt.synchronize()  # rank 0 ran its GEMM on what had landed: nothing of rank 1's
+        world.barrier.wait()
+        if rank == 1:
+            run.once()
+            rt.synchronize()
+        world.barrier.wait()
+        return gather(run, plans, shape, run.comm, rt)
+    (C, _), _ = run_ranks(2, body)
+    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+    assert not verdict.passed and 0 in bad
+
+
+def stale(run, launch, moves, arrival, puts=False):
     """_arrive_beside without a new epoch: the flags still hold the last repetition's (or compute_only's)."""
     for c, (send, whole) in enumerate(moves):
         run.comm.allgather(send, whole, run.rt.comm)
@@ -107,7 +162,7 @@ def stale(run, launch, moves, arrival):
     run._on_compute(launch)
 
 
-def early(run, launch, moves, arrival):
+def early(run, launch, moves, arrival, puts=False):
     """_arrive_beside with each flag raised before its chunk's all-gather."""
     arrival.epoch += 1
     for c, (send, whole) in enumerate(moves):

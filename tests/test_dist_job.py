@@ -123,6 +123,32 @@ def test_the_copy_engine_schedule_without_nccl4py_is_one_clear_refusal(monkeypat
     assert "allgather_ce" in api._schedule_names("all", catalog(), lambda: 2)
 
 
+def test_the_puts_schedule_on_an_older_nccl_is_one_clear_refusal(monkeypatch):
+    """NCCL before 2.29 has no ncclPutSignal: allgather_puts is refused before any rank starts (on one GPU
+    it has nothing to put, and runs), and `all` leaves it out."""
+    import gemmlab
+    from gemmlab import api
+    from gemmlab.errors import GemmlabError
+    from gemmlab.multigpu import comm
+    from gemmlab.multigpu.schedule import catalog
+
+    class Old:
+        @staticmethod
+        def get_version():
+            return 22809
+    monkeypatch.setattr(comm, "copy_engines_missing", lambda: None)
+    monkeypatch.setattr(comm, "nccl", lambda: Old)
+    monkeypatch.setattr(dist_job, "Ranks", None)
+    with pytest.raises(GemmlabError, match=r"allgather_puts moves rows with one-sided puts: this process loaded NCCL "
+                                           r"2\.28\.9, which has no ncclPutSignal \(2\.29 and later\)") as e:
+        gemmlab.dist("allgather_puts", "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", gpus=2, progress=False)
+    assert "nvidia-nccl-cu13>=2.29" in e.value.hint
+    names = api._schedule_names("all", catalog(), lambda: 2)
+    assert "allgather_puts" not in names and "allgather_arrival" in names
+    Old.get_version = staticmethod(lambda: 23007)
+    assert comm.puts_missing() is None and "allgather_puts" in api._schedule_names("all", catalog(), lambda: 2)
+
+
 @pytest.mark.parametrize("env,hosts", [
     ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "16", "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}, 2),
     ({"RANK": "0", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "LOCAL_RANK": "0"}, 2),

@@ -100,6 +100,10 @@ BAD = [
      "arrival belongs to allgather_overlap"),
     ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
      'steps = [{op = "allgather_overlap", operand = "A", arrival = 1}]', "arrival is true or false, not 1"),
+    ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
+     'steps = [{op = "allgather_overlap", operand = "A", puts = true}]', "puts = true belongs to a step with arrival"),
+    ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
+     'steps = [{op = "allgather_overlap", operand = "A", arrival = true, puts = "yes"}]', "puts is true or false"),
 ]
 
 
@@ -138,3 +142,12 @@ def test_one_launch_that_waits_for_rows_as_they_arrive():
         p, q = sch.rank_plan(s, SHAPE, ranks, ranks - 1, "bf16"), sch.rank_plan(ce, SHAPE, ranks, ranks - 1, "bf16")
         assert p.gemms == ((SHAPE.M, SHAPE.N // ranks, SHAPE.K),)  # every rank's rows, one launch
         assert p.flops == q.flops and p.sent == q.sent and p.C == q.C
+
+
+def test_one_sided_puts_are_the_arrival_schedule_with_another_transport():
+    s, a = sch.get("allgather_puts"), sch.get("allgather_arrival")
+    assert s.puts and s.arrival and s.copy_engines and s.baseline == "allgather" and not a.puts
+    assert not any(sch.get(n).puts for n in ("allgather", "ring", "reduce_scatter", "summa", "allgather_ce"))
+    for ranks in (1, 2, 4):
+        p, q = sch.rank_plan(s, SHAPE, ranks, ranks - 1, "bf16"), sch.rank_plan(a, SHAPE, ranks, ranks - 1, "bf16")
+        assert p.gemms == q.gemms and p.sent == q.sent and p.C == q.C  # the same rows moved, the same launch

@@ -8,6 +8,7 @@ Comm:     allgather(send, recv, stream), reduce_scatter(send, recv, stream),
           exchange(sends, recvs, stream)   grouped send/recv: lists of (array, peer)
           allreduce_max(x, stream)          in place, on a small array
           symmetric(shape, dtype)           (CopyEngineNccl only) an array in a symmetric window
+          barrier(stream), put_all(send, stream)   (CopyEngineNccl only, NCCL >= 2.29) one-sided puts
 Runtime:  xp, compute, comm (streams); on(stream) (launches inside go to it); record(stream) -> event;
           wait(stream, event); fill(x, v), add(dst, src) and evict(buf) on the current stream; synchronize();
           write_value(stream, flags, i, v)  flags[i] = v (uint32) in stream order, by the stream itself
@@ -114,6 +115,25 @@ def copy_engines_missing() -> str | None:
     return None
 
 
+PUTS_VERSION = 22900  # ncclPutSignal, ncclSignal and ncclWaitSignal: NCCL 2.29.0 and later
+PUTS_HINT = ('pip install "nvidia-nccl-cu13>=2.29" (or put a libnccl.so.2 of 2.29 or newer in LD_PRELOAD); '
+             "allgather_arrival moves the same rows with all-gathers")
+
+
+def puts_missing() -> str | None:
+    """Why one-sided puts (ncclPutSignal) cannot be made from here (None: they can)."""
+    if why := copy_engines_missing():
+        return why
+    try:
+        version = nccl().get_version()
+    except GemmlabError as e:  # no GPU, or no NCCL for cupy
+        return e.message
+    if version < PUTS_VERSION:
+        return f"this process loaded NCCL {version // 10000}.{version // 100 % 100}.{version % 100}, " \
+               "which has no ncclPutSignal (2.29 and later)"
+    return None
+
+
 class CopyEngineNccl(Nccl):
     """A communicator made with NCCL's zero-CTA policy, through nccl4py. NCCL (2.28 and later) runs an
     all-gather on the copy engines, with no kernel and so no SM, when both of its buffers lie in windows
@@ -152,6 +172,46 @@ class CopyEngineNccl(Nccl):
     @staticmethod
     def _bytes(x):
         return x.reshape(-1).view(cuda().uint8)
+
+    def _window_of(self, x):
+        """(the window holding x, x's offset in it in bytes): the same on every rank for the same buffer."""
+        for window, raw in self.windows:
+            offset = x.data.ptr - raw.data.ptr
+            if 0 <= offset and offset + x.nbytes <= raw.nbytes:
+                return window, offset
+        raise GemmlabError("a put from memory outside every symmetric window (a gemmlab bug)")
+
+    def _peers(self):
+        return [p for p in range(self.world) if p != self.rank]
+
+    def barrier(self, stream) -> None:
+        """A signal to every other rank, then a wait for one from each, in `stream`'s order: stream memory
+        operations and 8-byte copies on the copy engines (NCCL 2.29's ncclSignal and ncclWaitSignal), no
+        kernel. Every rank's work queued on its stream before this is done when any rank gets past it."""
+        nc = self.nc
+        nc.group_start()
+        try:
+            for p in self._peers():
+                self.comm.signal(p, stream=stream.ptr)
+        finally:
+            nc.group_end()
+        self.comm.wait_signal([nc.WaitSignalDesc(peer=p) for p in self._peers()], stream=stream.ptr)
+
+    def put_all(self, send, stream) -> None:
+        """`send` (in a symmetric window) into the same place of every other rank's window, each put
+        followed by its signal (ncclPutSignal: the copy engines, data first), then a wait until every other
+        rank's put into this rank's window has landed (ncclWaitSignal). The signals are counted per
+        sending rank, in the order each rank sends them, so the wait is for this put's counterparts."""
+        _contiguous(send)
+        nc, window, offset = self.nc, *self._window_of(send)
+        data = self._bytes(send)
+        nc.group_start()
+        try:
+            for p in self._peers():
+                self.comm.put_signal(data, p, window, offset, stream=stream.ptr)  # uint8: offset in bytes
+        finally:
+            nc.group_end()
+        self.comm.wait_signal([nc.WaitSignalDesc(peer=p) for p in self._peers()], stream=stream.ptr)
 
     def allgather(self, send, recv, stream) -> None:
         _contiguous(send, recv)

@@ -24,7 +24,8 @@ allgather_overlap with arrival = true makes one launch, `gemm(A, B, C, arrival=.
 rows, whose tiles wait in the kernel for their chunk (gemmlab/gpu/arrival.py): no event orders the GEMM
 after the all-gathers; instead the comm stream writes the repetition's epoch into chunk c's flag once the
 chunk has landed (`rt.write_value`), and each repetition has a new epoch, so that no flag left by an
-earlier one lets a tile read rows still on their way.
+earlier one lets a tile read rows still on their way. With `puts = true` the chunks are one-sided puts
+(comm.put_all) behind one barrier a repetition (comm.barrier) instead of all-gathers.
 """
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ class RankRun:
         C = self.C
         moves = [(pieces[c][r], gathered[c * P * mc:(c + 1) * P * mc]) for c in range(chunks)] if P > 1 else []
         if step.arrival:
-            return self._arrival(gathered, moves, Arrival(xp.zeros(chunks, dtype=xp.uint32), r, P, chunks, mc))
+            flags = Arrival(xp.zeros(chunks, dtype=xp.uint32), r, P, chunks, mc)
+            return self._arrival(gathered, moves, flags, step.puts)
         first = self.gemm(own, self.B, C[r * m:(r + 1) * m])
         later = [[self.gemm(pieces[c][p], self.B, C[p * m + c * mc:p * m + (c + 1) * mc]) for p in range(P) if p != r]
                  for c in range(chunks)]
@@ -150,7 +152,7 @@ class RankRun:
             for g in gemms:
                 self._on_compute(g)
 
-    def _arrival(self, gathered, moves, arrival) -> None:
+    def _arrival(self, gathered, moves, arrival, puts: bool) -> None:
         """One launch over all the gathered rows. Alone (compute_only) the rows are all there: the compute
         stream raises every flag to the new epoch just before the launch."""
         rt, launch = self.rt, self.gemm(gathered, self.B, self.C, arrival=arrival)
@@ -161,16 +163,23 @@ class RankRun:
                 rt.write_value(rt.compute, arrival.flags, c, arrival.epoch)
             launch()
         self.gemms.append((alone, None))
-        self.steps.append(lambda: self._arrive_beside(launch, moves, arrival))
+        self.steps.append(lambda: self._arrive_beside(launch, moves, arrival, puts))
 
-    def _arrive_beside(self, launch, moves, arrival) -> None:
+    def _arrive_beside(self, launch, moves, arrival, puts: bool) -> None:
         """The chunks' all-gathers, each followed by its flag, queued before the launch that waits for
-        them: the comm stream's work needs no SM, so it goes on while the GEMM holds them all."""
+        them: the comm stream's work needs no SM, so it goes on while the GEMM holds them all. With `puts`
+        each chunk is this rank's piece put into every other rank's rows (and a wait for theirs), behind
+        one barrier: no rank puts into rows whose previous GEMM has not finished reading them."""
         rt, comm = self.rt, self.comm
         side = rt.comm if self.overlap else rt.compute
         arrival.epoch += 1  # read by launch() below, and written by the comm stream after each chunk
+        if puts and moves:
+            comm.barrier(side)
         for c, (send, whole) in enumerate(moves):
-            comm.allgather(send, whole, side)
+            if puts:
+                comm.put_all(send, side)
+            else:
+                comm.allgather(send, whole, side)
             rt.write_value(side, arrival.flags, c, arrival.epoch)
         self._on_compute(launch)
 

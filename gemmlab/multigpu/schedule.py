@@ -10,7 +10,9 @@ executor knows (gemmlab/multigpu/execute.py), turn the pieces into C:
     allgather_overlap A   the all-gather of A, cut into `chunks` all-gathers on a second stream: the
                       rank's own block is multiplied first, each chunk's rows as soon as they are there;
                       with `arrival = true` in one launch over all of C's rows, whose tiles wait for
-                      their chunk's flag (engines = "copy" only: kernels/lib/arrival.j2)
+                      their chunk's flag (engines = "copy" only: kernels/lib/arrival.j2); with
+                      `puts = true` as well the chunks are one-sided puts (ncclPutSignal, NCCL 2.29 and
+                      later) behind one barrier a repetition, not an all-gather each
     summa             q steps on a q x q grid: broadcast a panel of A along rows and of B along columns,
                       multiply, add
 
@@ -43,6 +45,7 @@ class Step:
     operand: str | None = None
     chunks: int = 1       # allgather_overlap: how many all-gathers each rank's block is cut into
     arrival: bool = False  # allgather_overlap: one GEMM launch whose tiles wait for their chunk's flag
+    puts: bool = False     # arrival: the chunks as one-sided puts behind one barrier, not all-gathers
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,11 @@ class Schedule:
     def arrival(self) -> bool:
         """Whether its GEMM is one launch that waits for rows as they arrive (a template with ARRIVAL)."""
         return any(s.arrival for s in self.steps)
+
+    @property
+    def puts(self) -> bool:
+        """Whether it moves rows with one-sided puts (ncclPutSignal: NCCL 2.29 and later)."""
+        return any(s.puts for s in self.steps)
 
 
 def builtin_dir() -> Path:
@@ -104,7 +112,10 @@ def load(path: Path) -> Schedule:
         arrival = s.get("arrival", False)
         if not isinstance(arrival, bool):
             raise _where(path, f"arrival is true or false, not {arrival!r}")
-        steps.append(Step(s["op"], s.get("operand"), chunks, arrival))
+        puts = s.get("puts", False)
+        if not isinstance(puts, bool):
+            raise _where(path, f"puts is true or false, not {puts!r}")
+        steps.append(Step(s["op"], s.get("operand"), chunks, arrival, puts))
     grid = doc.get("grid", "line")
     if grid not in ("line", "square"):
         raise _where(path, f"grid is 'line' or 'square', not {grid!r}")
@@ -150,6 +161,9 @@ def check_steps(sched: Schedule) -> None:
         if s.arrival and s.op != "allgather_overlap":
             raise GemmlabError(f"arrival belongs to allgather_overlap (one GEMM launch that waits for each chunk), "
                                f"not to {s.op}")
+        if s.puts and not s.arrival:
+            raise GemmlabError("puts = true belongs to a step with arrival = true (the puts raise the flags its "
+                               "one launch waits for)")
         if s.arrival and not sched.copy_engines:
             raise GemmlabError("arrival = true needs engines = \"copy\": the GEMM holds every SM while it waits for "
                                "the rows, so NCCL's kernels could never run to bring them (a deadlock)")
