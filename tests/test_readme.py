@@ -158,8 +158,8 @@ def test_readme_head_to_head_tables_are_the_committed_results():
 
 
 # The README's judgement of `auto` (issue 45): random FP32 and BF16 shapes, Llama-3's projections, the lab's 12.
-SUITES = ["h100-random-fp32-d03ac7a.json", "h100-random-bf16-d03ac7a.json", "h100-llm-bf16-d03ac7a.json",
-          "h100-suite-d03ac7a.json"]
+SUITES = ["h100-random-fp32-88a3c05.json", "h100-random-bf16-88a3c05.json", "h100-llm-bf16-88a3c05.json",
+          "h100-suite-88a3c05.json"]
 
 
 def random_suites() -> list[str]:
