@@ -149,22 +149,26 @@ class FakeComm:
             self._wait_signals()
         self.rt.enqueue(stream, run)
 
-    def put_all(self, send, stream):
-        """ncclPutSignal of `send` into the same place of every other rank's window (found as NCCL finds
-        it: the same buffer, allocated in the same order), each followed by its signal; then the wait."""
+    def puts(self, send):
+        """What ncclPutSignal of `send` to every other rank does when its stream runs it: the bytes into the
+        same place of that rank's window (found as NCCL finds it: the same buffer, allocated in the same
+        order), then the signal."""
         mine = self.world.windows[self.rank]
         i = next(i for i, w in enumerate(mine) if np.shares_memory(w, send))
         offset = send.__array_interface__["data"][0] - mine[i].__array_interface__["data"][0]
+        assert send.flags.c_contiguous
 
         def run():
             for p in self._peers():
                 dst = self.world.windows[p][i].reshape(-1).view(np.uint8)
                 dst[offset:offset + send.nbytes] = send.reshape(-1).view(np.uint8)
                 self._signal(p)
-            self._wait_signals()
-        assert send.flags.c_contiguous
+        return run
+
+    def put_all(self, send, stream):
+        put = self.puts(send)
         self._log("put", (self.world.ranks - 1) * send.nbytes)
-        self.rt.enqueue(stream, run)
+        self.rt.enqueue(stream, lambda: (put(), self._wait_signals()))
 
     def allgather(self, send, recv, stream):
         def run():

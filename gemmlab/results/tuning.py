@@ -441,7 +441,8 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
     gemv_n with K over a block's warps (GEMV_N_SMALL_*). FP16 and BF16 with up to 4 rows of C (decode: a stream of
     B) take gemv (gemv_rule), with rows at any offset too where its blocks fill the SMs (GEMV_ANY_OFFSET);
     with up to 128, 64-row tiles (wgmma_decode_rule: wgmma_ws's for a B of up to 64 MB, wgmma's above),
-    tuned on other models' projections than Llama-3's, which judge them. The rest go to wgmma_ws (128 x 256 tiles, stream-K over the last wave).
+    tuned on other models' projections than Llama-3's, which judge them. The rest go to wgmma_ws (128 x 256
+    tiles, stream-K over the last wave).
     A 16-bit C (`out_dtype`) takes neither gemv nor split K, which add partial sums into an FP32 C."""
     M, N, K = shape.M, shape.N, shape.K
     if dtype in ("e4m3", "e5m2"):  # one FP8 rung, not tuned per shape yet (docs/fp8.md)
