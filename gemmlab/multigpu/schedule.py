@@ -12,7 +12,10 @@ executor knows (gemmlab/multigpu/execute.py), turn the pieces into C:
                       with `arrival = true` in one launch over all of C's rows, whose tiles wait for
                       their chunk's flag (engines = "copy" only: kernels/lib/arrival.j2); with
                       `puts = true` as well the chunks are one-sided puts (ncclPutSignal, NCCL 2.29 and
-                      later) behind one barrier a repetition, not an all-gather each
+                      later) behind one barrier a repetition, not an all-gather each; with `pulls = true`
+                      instead each rank copies chunk c of every other rank's block out of that rank's
+                      window (addresses from ncclGetPeerDevicePointer, NCCL 2.29 and later), one batch of
+                      copies a chunk, behind one barrier a repetition
     summa             q steps on a q x q grid: broadcast a panel of A along rows and of B along columns,
                       multiply, add
 
@@ -46,6 +49,7 @@ class Step:
     chunks: int = 1       # allgather_overlap: how many all-gathers each rank's block is cut into
     arrival: bool = False  # allgather_overlap: one GEMM launch whose tiles wait for their chunk's flag
     puts: bool = False     # arrival: the chunks as one-sided puts behind one barrier, not all-gathers
+    pulls: bool = False    # arrival: the chunks copied out of the others' windows behind one barrier
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,12 @@ class Schedule:
     def puts(self) -> bool:
         """Whether it moves rows with one-sided puts (ncclPutSignal: NCCL 2.29 and later)."""
         return any(s.puts for s in self.steps)
+
+    @property
+    def pulls(self) -> bool:
+        """Whether each rank copies the others' rows out of their windows (ncclGetPeerDevicePointer and
+        ncclSignal: NCCL 2.29 and later)."""
+        return any(s.pulls for s in self.steps)
 
 
 def builtin_dir() -> Path:
@@ -115,7 +125,10 @@ def load(path: Path) -> Schedule:
         puts = s.get("puts", False)
         if not isinstance(puts, bool):
             raise _where(path, f"puts is true or false, not {puts!r}")
-        steps.append(Step(s["op"], s.get("operand"), chunks, arrival, puts))
+        pulls = s.get("pulls", False)
+        if not isinstance(pulls, bool):
+            raise _where(path, f"pulls is true or false, not {pulls!r}")
+        steps.append(Step(s["op"], s.get("operand"), chunks, arrival, puts, pulls))
     grid = doc.get("grid", "line")
     if grid not in ("line", "square"):
         raise _where(path, f"grid is 'line' or 'square', not {grid!r}")
@@ -164,6 +177,11 @@ def check_steps(sched: Schedule) -> None:
         if s.puts and not s.arrival:
             raise GemmlabError("puts = true belongs to a step with arrival = true (the puts raise the flags its "
                                "one launch waits for)")
+        if s.pulls and not s.arrival:
+            raise GemmlabError("pulls = true belongs to a step with arrival = true (the pulls raise the flags its "
+                               "one launch waits for)")
+        if s.puts and s.pulls:
+            raise GemmlabError("puts = true and pulls = true are two ways to move the same rows: choose one")
         if s.arrival and not sched.copy_engines:
             raise GemmlabError("arrival = true needs engines = \"copy\": the GEMM holds every SM while it waits for "
                                "the rows, so NCCL's kernels could never run to bring them (a deadlock)")
