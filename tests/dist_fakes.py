@@ -143,25 +143,34 @@ class FakeComm:
                 lambda: all(self.world.signals[(p, self.rank)] >= self.waited[p] for p in self._peers()), 20)
 
     def barrier(self, stream):
+        self._log("barrier", 0)
+
         def run():
             for p in self._peers():
                 self._signal(p)
             self._wait_signals()
         self.rt.enqueue(stream, run)
 
+    def _place(self, x):
+        """(the index of the window holding x among this rank's, x's offset in it in bytes): where NCCL finds
+        the same place on another rank (the same buffer, allocated in the same order)."""
+        mine = self.world.windows[self.rank]
+        i = next(i for i, w in enumerate(mine) if np.shares_memory(w, x))
+        assert x.flags.c_contiguous
+        return i, x.__array_interface__["data"][0] - mine[i].__array_interface__["data"][0]
+
+    def _at(self, rank, i, offset, nbytes):
+        """Those bytes of `rank`'s window i."""
+        return self.world.windows[rank][i].reshape(-1).view(np.uint8)[offset:offset + nbytes]
+
     def puts(self, send):
         """What ncclPutSignal of `send` to every other rank does when its stream runs it: the bytes into the
-        same place of that rank's window (found as NCCL finds it: the same buffer, allocated in the same
-        order), then the signal."""
-        mine = self.world.windows[self.rank]
-        i = next(i for i, w in enumerate(mine) if np.shares_memory(w, send))
-        offset = send.__array_interface__["data"][0] - mine[i].__array_interface__["data"][0]
-        assert send.flags.c_contiguous
+        same place of that rank's window, then the signal."""
+        i, offset = self._place(send)
 
         def run():
             for p in self._peers():
-                dst = self.world.windows[p][i].reshape(-1).view(np.uint8)
-                dst[offset:offset + send.nbytes] = send.reshape(-1).view(np.uint8)
+                self._at(p, i, offset, send.nbytes)[...] = send.reshape(-1).view(np.uint8)
                 self._signal(p)
         return run
 
@@ -169,6 +178,22 @@ class FakeComm:
         put = self.puts(send)
         self._log("put", (self.world.ranks - 1) * send.nbytes)
         self.rt.enqueue(stream, lambda: (put(), self._wait_signals()))
+
+    def pulls(self, recvs):
+        """What pull_all's copies do when their stream runs them: each (x, peer), the bytes at x's place in
+        `peer`'s window copied into x, read as they are at that moment: a pull that the stream runs before
+        the peer's rows are there brings whatever is there instead."""
+        places = [(x, peer, *self._place(x)) for x, peer in recvs]
+
+        def run():
+            for x, peer, i, offset in places:
+                x.reshape(-1).view(np.uint8)[...] = self._at(peer, i, offset, x.nbytes)
+        return run
+
+    def pull_all(self, recvs, stream):
+        pull = self.pulls(recvs)
+        self._log("pull", sum(x.nbytes for x, _ in recvs))
+        self.rt.enqueue(stream, pull)
 
     def allgather(self, send, recv, stream):
         def run():

@@ -15,7 +15,7 @@ from dist_fakes import FakeComm, FakeRuntime, numpy_gemm, run_ranks
 CASES = [("allgather", n) for n in (1, 2, 3, 4)] + [("reduce_scatter", n) for n in (1, 2, 3, 4)] + \
         [("ring", n) for n in (1, 2, 3, 4, 5)] + [("summa", n) for n in (1, 4, 9)] + \
         [("allgather_ce", n) for n in (1, 2, 3, 4, 5)] + [("allgather_arrival", n) for n in (1, 2, 3, 5)] + \
-        [("allgather_puts", n) for n in (1, 3)]
+        [("allgather_puts", n) for n in (1, 3)] + [("allgather_pulls", n) for n in (1, 3, 5)]
 
 
 def run_schedule(name, ranks, shape, policy="compute", overlap=True, dtype="bf16", seed=5, repeat=2, sync=True):
@@ -147,6 +147,88 @@ def test_a_flag_raised_before_the_others_pieces_land_lets_the_gemm_read_poison(t
     (C, _), _ = run_ranks(2, body)
     verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
     assert not verdict.passed and 0 in bad
+
+
+@pytest.mark.parametrize("ranks,chunks", [(1, 2), (2, 1), (2, 4), (3, 3), (4, 2), (4, 4), (5, 2)])
+@pytest.mark.parametrize("policy", ["compute", "comm"])
+def test_pulls_raise_each_chunk_s_flag_after_this_rank_s_copies(tmp_path, ranks, chunks, policy):
+    """allgather_pulls: one barrier a repetition, then each chunk as one batch of copies out of the other
+    ranks' windows (piece c of each), then its flag. Repetitions back to back, the hostile orders: C right,
+    one pull_all per chunk per rank and repetition bringing the (P-1) pieces, one barrier a repetition, and
+    neither an all-gather nor a put."""
+    shape = Shape(ranks * chunks * 4, 60, 48)
+    C, plans, world = run_schedule(arriving(tmp_path, chunks, "allgather_pulls"), ranks, shape, policy, repeat=3,
+                                   sync=False)
+    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+    assert verdict.passed and bad == [], verdict.summary()
+    ops = [op for _, op, _ in world.log]
+    pulls = [n for _, op, n in world.log if op == "pull"]
+    assert len(pulls) == ranks * chunks * 3 * (ranks > 1) and not {"allgather", "put"} & set(ops)
+    assert sum(pulls) == 3 * sum(p.sent for p in plans)  # what a rank pulls is what the others would send
+    assert ops.count("barrier") == ranks * 3 * (ranks > 1)
+
+
+def flag_first(run, launch, moves, arrival, how="allgather"):
+    """_arrive_beside for pulls with each chunk's flag raised before its copies are queued."""
+    arrival.epoch += 1
+    run.comm.barrier(run.rt.comm)
+    for c, recvs in enumerate(moves):
+        run.rt.write_value(run.rt.comm, arrival.flags, c, arrival.epoch)
+        run.comm.pull_all(recvs, run.rt.comm)
+    run._on_compute(launch)
+
+
+def test_a_flag_raised_before_its_pulls_lets_the_gemm_read_poison(tmp_path, monkeypatch):
+    """The flag of a chunk must follow that chunk's copies in the comm stream (cuMemcpyBatchAsync in stream
+    order): raised first, the compute stream run ahead reads the poisoned rows, on every rank."""
+    monkeypatch.setattr(RankRun, "_arrive_beside", flag_first)
+    shape = Shape(2 * 2 * 4, 60, 48)
+    sched = arriving(tmp_path, 2, "allgather_pulls")
+    plans = [sch.rank_plan(sched, shape, 2, r, "bf16") for r in range(2)]
+
+    def body(world, rank):
+        rt = FakeRuntime("compute")
+        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
+        run.poison()
+        run.once()
+        rt.synchronize()
+        return gather(run, plans, shape, run.comm, rt)
+    (C, _), _ = run_ranks(2, body)
+    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+    assert not verdict.passed and bad == [0, 1]
+
+
+def test_without_the_barrier_a_pull_reads_rows_not_yet_made(tmp_path, monkeypatch):
+    """On a GPU a rank's own rows reach its window by a copy queued on its compute stream: a rank that pulls
+    before another has run that copy brings what was there. Here rank 1's rows are NaN until rank 0 has run
+    with no barrier: rank 0's C is wrong. (With the barrier rank 0 would wait for rank 1's signal.)"""
+    monkeypatch.setattr(FakeComm, "barrier", lambda comm, stream: None)
+    shape = Shape(2 * 2 * 4, 60, 48)
+    sched = arriving(tmp_path, 2, "allgather_pulls")
+    plans = [sch.rank_plan(sched, shape, 2, r, "bf16") for r in range(2)]
+
+    def body(world, rank):
+        rt = FakeRuntime("compute")
+        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
+        run.poison()
+        gathered = world.windows[rank][0]
+        mine = gathered.copy()
+        if rank == 1:
+            gathered.fill(0x7FC0)  # bfloat16 NaN: rank 1's own rows not made yet
+        world.barrier.wait()
+        if rank == 0:
+            run.once()
+            rt.synchronize()
+        world.barrier.wait()
+        if rank == 1:
+            gathered[...] = mine
+            run.once()
+            rt.synchronize()
+        world.barrier.wait()
+        return gather(run, plans, shape, run.comm, rt)
+    (C, _), _ = run_ranks(2, body)
+    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+    assert not verdict.passed and bad == [0]
 
 
 def stale(run, launch, moves, arrival, puts=False):

@@ -25,7 +25,9 @@ rows, whose tiles wait in the kernel for their chunk (gemmlab/gpu/arrival.py): n
 after the all-gathers; instead the comm stream writes the repetition's epoch into chunk c's flag once the
 chunk has landed (`rt.write_value`), and each repetition has a new epoch, so that no flag left by an
 earlier one lets a tile read rows still on their way. With `puts = true` the chunks are one-sided puts
-(comm.put_all) behind one barrier a repetition (comm.barrier) instead of all-gathers.
+(comm.put_all) behind one barrier a repetition (comm.barrier) instead of all-gathers; with `pulls = true`
+each chunk is one batch of copies out of the other ranks' windows (comm.pull_all: piece c of each other
+rank's block, from the same rows of its gathered buffer), behind the same one barrier.
 """
 
 from __future__ import annotations
@@ -130,7 +132,9 @@ class RankRun:
         moves = [(pieces[c][r], gathered[c * P * mc:(c + 1) * P * mc]) for c in range(chunks)] if P > 1 else []
         if step.arrival:
             flags = Arrival(xp.zeros(chunks, dtype=xp.uint32), r, P, chunks, mc)
-            return self._arrival(gathered, moves, flags, step.puts)
+            if step.pulls:  # chunk c: piece c of every other rank's block, from the same rows of its window
+                moves = [[(pieces[c][p], p) for p in range(P) if p != r] for c in range(chunks)] if P > 1 else []
+            return self._arrival(gathered, moves, flags, "puts" if step.puts else "pulls" if step.pulls else "allgather")
         first = self.gemm(own, self.B, C[r * m:(r + 1) * m])
         later = [[self.gemm(pieces[c][p], self.B, C[p * m + c * mc:p * m + (c + 1) * mc]) for p in range(P) if p != r]
                  for c in range(chunks)]
@@ -152,7 +156,7 @@ class RankRun:
             for g in gemms:
                 self._on_compute(g)
 
-    def _arrival(self, gathered, moves, arrival, puts: bool) -> None:
+    def _arrival(self, gathered, moves, arrival, how: str) -> None:
         """One launch over all the gathered rows. Alone (compute_only) the rows are all there: the compute
         stream raises every flag to the new epoch just before the launch."""
         rt, launch = self.rt, self.gemm(gathered, self.B, self.C, arrival=arrival)
@@ -163,23 +167,29 @@ class RankRun:
                 rt.write_value(rt.compute, arrival.flags, c, arrival.epoch)
             launch()
         self.gemms.append((alone, None))
-        self.steps.append(lambda: self._arrive_beside(launch, moves, arrival, puts))
+        self.steps.append(lambda: self._arrive_beside(launch, moves, arrival, how))
 
-    def _arrive_beside(self, launch, moves, arrival, puts: bool) -> None:
+    def _arrive_beside(self, launch, moves, arrival, how: str = "allgather") -> None:
         """The chunks' all-gathers, each followed by its flag, queued before the launch that waits for
-        them: the comm stream's work needs no SM, so it goes on while the GEMM holds them all. With `puts`
+        them: the comm stream's work needs no SM, so it goes on while the GEMM holds them all. With "puts"
         each chunk is this rank's piece put into every other rank's rows (and a wait for theirs), behind
-        one barrier: no rank puts into rows whose previous GEMM has not finished reading them."""
+        one barrier: no rank puts into rows whose previous GEMM has not finished reading them. With "pulls"
+        each chunk is one batch of copies of the others' pieces out of their windows into this rank's rows,
+        behind one barrier: every rank's own rows are in its window before anyone reads them (they are
+        never written again, and this rank's previous GEMM is done with its rows: the comm stream starts
+        after it), so each flag waits for this rank's own copies only."""
         rt, comm = self.rt, self.comm
         side = rt.comm if self.overlap else rt.compute
         arrival.epoch += 1  # read by launch() below, and written by the comm stream after each chunk
-        if puts and moves:
+        if how != "allgather" and moves:
             comm.barrier(side)
-        for c, (send, whole) in enumerate(moves):
-            if puts:
-                comm.put_all(send, side)
+        for c, move in enumerate(moves):
+            if how == "puts":
+                comm.put_all(move[0], side)
+            elif how == "pulls":
+                comm.pull_all(move, side)
             else:
-                comm.allgather(send, whole, side)
+                comm.allgather(*move, side)
             rt.write_value(side, arrival.flags, c, arrival.epoch)
         self._on_compute(launch)
 
