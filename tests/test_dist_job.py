@@ -170,3 +170,113 @@ def test_waiting_for_copy_engine_rows_is_refused_across_hosts(env, hosts):
     with pytest.raises(GemmlabError, match=f"allgather_arrival waits for rows that NCCL's copy engines bring, within "
                                            f"one host; .* spread this job over {hosts} hosts"):
         dist_job.run(job, None, Reporter(), env=env)
+
+
+def test_the_pulls_schedule_on_an_older_nccl_is_one_clear_refusal(monkeypatch):
+    """NCCL before 2.29 has no ncclGetPeerDevicePointer (nor the barrier's ncclSignal): allgather_pulls is
+    refused before any rank starts, and `all` leaves it out."""
+    import gemmlab
+    from gemmlab import api
+    from gemmlab.errors import GemmlabError
+    from gemmlab.multigpu import comm
+    from gemmlab.multigpu.schedule import catalog
+
+    class Old:
+        @staticmethod
+        def get_version():
+            return 22809
+    monkeypatch.setattr(comm, "copy_engines_missing", lambda: None)
+    monkeypatch.setattr(comm, "nccl", lambda: Old)
+    monkeypatch.setattr(dist_job, "Ranks", None)
+    with pytest.raises(GemmlabError, match=r"allgather_pulls copies rows out of the other ranks' windows: this process "
+                                           r"loaded NCCL 2\.28\.9, which has no ncclGetPeerDevicePointer") as e:
+        gemmlab.dist("allgather_pulls", "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", gpus=2, progress=False)
+    assert "nvidia-nccl-cu13>=2.29" in e.value.hint
+    names = api._schedule_names("all", catalog(), lambda: 2)
+    assert "allgather_pulls" not in names and "allgather_arrival" in names
+    Old.get_version = staticmethod(lambda: 23007)
+    monkeypatch.setattr(comm, "_peer_pointers_missing", lambda: "no get_peer_device_pointer")
+    assert comm.pulls_missing() == "no get_peer_device_pointer"
+    monkeypatch.setattr(comm, "_peer_pointers_missing", lambda: None)
+    assert comm.pulls_missing() is None and "allgather_pulls" in api._schedule_names("all", catalog(), lambda: 2)
+
+
+class Buf:
+    """What pull_all reads of a cupy array: its address, its size, its contiguity."""
+
+    def __init__(self, ptr, nbytes):
+        self.nbytes = nbytes
+        self.data = type("Mem", (), {"ptr": ptr})()
+        self.flags = type("Flags", (), {"c_contiguous": True})()
+
+
+class Window:
+    """nccl4py's RegisteredWindowHandle: each peer's copy of the window mapped at its own base here."""
+
+    def __init__(self, bases):
+        self.bases, self.asked = bases, []
+
+    def get_peer_device_pointer(self, peer, offset=0):
+        self.asked.append((peer, offset))
+        return None if self.bases[peer] is None else self.bases[peer] + offset
+
+
+def pulling_comm(bases, rank=1):
+    from gemmlab.multigpu.comm import CopyEngineNccl
+    c = CopyEngineNccl.__new__(CopyEngineNccl)  # no NCCL: only the window bookkeeping pull_all uses
+    c.world, c.rank, c._pulls = len(bases), rank, {}
+    window = Window(bases)
+    c.windows = [(Window([0] * len(bases)), Buf(0x9000, 64)), (window, Buf(0x10000, 4096))]
+    return c, window
+
+
+def test_pull_all_is_one_batch_of_copies_from_the_peers_addresses_of_the_same_place(monkeypatch):
+    """Rank 1 of 3 pulls two pieces (from ranks 0 and 2) at offsets 256 and 768 of its second window: one
+    cuMemcpyBatchAsync a call, in stream order, preferring the copy engines, from NCCL's addresses of the
+    same offsets in those ranks' windows; the addresses asked once, not every repetition."""
+    from cuda.bindings import driver as drv
+    from gemmlab.gpu import driver as gpu_driver
+    calls = []
+    monkeypatch.setattr(drv, "cuMemcpyBatchAsync", lambda *a: calls.append(a) or (drv.CUresult.CUDA_SUCCESS,))
+    monkeypatch.setattr(gpu_driver, "bindings", lambda: drv)
+    monkeypatch.delenv("GEMMLAB_PULLS_COPY", raising=False)
+    c, window = pulling_comm([0xA00000, 0xB00000, 0xC00000])
+    recvs = [(Buf(0x10000 + 256, 128), 0), (Buf(0x10000 + 768, 128), 2)]
+    stream = type("Stream", (), {"ptr": 0x77})()
+    for _ in range(3):
+        c.pull_all(recvs, stream)
+    assert len(calls) == 3 and window.asked == [(0, 256), (2, 768)]
+    dsts, srcs, sizes, count, attrs, idxs, nattrs, s = calls[0]
+    assert [int(d) for d in dsts] == [0x10000 + 256, 0x10000 + 768]
+    assert [int(x) for x in srcs] == [0xA00000 + 256, 0xC00000 + 768] and sizes == [128, 128] and count == 2
+    assert idxs == [0] and nattrs == 1 and int(s) == 0x77
+    assert attrs[0].srcAccessOrder == drv.CUmemcpySrcAccessOrder.CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
+    assert attrs[0].flags == drv.CUmemcpyFlags.CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE
+    c.pull_all([], stream)
+    assert len(calls) == 3
+
+
+def test_pull_all_one_copy_each_where_asked(monkeypatch):
+    from gemmlab.multigpu import comm
+    copies = []
+
+    class Runtime:
+        memcpyDefault = 4
+
+        @staticmethod
+        def memcpyAsync(dst, src, n, kind, stream):
+            copies.append((dst, src, n, kind, stream))
+    cupy = type("cupy", (), {"cuda": type("cuda", (), {"runtime": Runtime})})
+    monkeypatch.setattr(comm, "cuda", lambda: cupy)
+    monkeypatch.setenv("GEMMLAB_PULLS_COPY", "each")
+    c, _ = pulling_comm([0xA00000, 0xB00000])
+    c.pull_all([(Buf(0x10000 + 64, 32), 0)], type("Stream", (), {"ptr": 5})())
+    assert copies == [(0x10000 + 64, 0xA00000 + 64, 32, 4, 5)]
+
+
+def test_a_peer_nccl_cannot_reach_is_named(monkeypatch):
+    from gemmlab.errors import GemmlabError
+    monkeypatch.setenv("GEMMLAB_PULLS_COPY", "each")
+    c, _ = pulling_comm([None, 0xB00000])
+    with pytest.raises(GemmlabError, match="NCCL cannot reach rank 0's window from rank 1"):
+        c.pull_all([(Buf(0x10000, 32), 0)], None)

@@ -9,6 +9,8 @@ Comm:     allgather(send, recv, stream), reduce_scatter(send, recv, stream),
           allreduce_max(x, stream)          in place, on a small array
           symmetric(shape, dtype)           (CopyEngineNccl only) an array in a symmetric window
           barrier(stream), put_all(send, stream)   (CopyEngineNccl only, NCCL >= 2.29) one-sided puts
+          pull_all(recvs, stream)  (CopyEngineNccl only, NCCL >= 2.29) copies out of the others' windows:
+                                   recvs is a list of (array in a window, peer)
 Runtime:  xp, compute, comm (streams); on(stream) (launches inside go to it); record(stream) -> event;
           wait(stream, event); fill(x, v), add(dst, src) and evict(buf) on the current stream; synchronize();
           write_value(stream, flags, i, v)  flags[i] = v (uint32) in stream order, by the stream itself
@@ -134,6 +136,38 @@ def puts_missing() -> str | None:
     return None
 
 
+PULLS_HINT = ('pip install "nvidia-nccl-cu13>=2.29" (or put a libnccl.so.2 of 2.29 or newer in LD_PRELOAD), '
+              "with nccl4py 0.6 or newer; allgather_arrival moves the same rows with all-gathers")
+PULLS_COPY_ENV = "GEMMLAB_PULLS_COPY"  # "each": one cudaMemcpyAsync per peer instead of one batch a chunk
+
+
+def pulls_missing() -> str | None:
+    """Why copies out of the other ranks' windows cannot be made from here (None: they can): they need
+    the barrier (ncclSignal, ncclWaitSignal) and the peers' addresses of a window (ncclGetPeerDevicePointer),
+    NCCL 2.29 and later, and an nccl4py that wraps the latter."""
+    if why := copy_engines_missing():
+        return why
+    try:
+        version = nccl().get_version()
+    except GemmlabError as e:  # no GPU, or no NCCL for cupy
+        return e.message
+    if version < PUTS_VERSION:
+        return f"this process loaded NCCL {version // 10000}.{version // 100 % 100}.{version % 100}, " \
+               "which has no ncclGetPeerDevicePointer or ncclSignal (2.29 and later)"
+    return _peer_pointers_missing()
+
+
+def _peer_pointers_missing() -> str | None:
+    """nccl4py wraps ncclGetPeerDevicePointer as RegisteredWindowHandle.get_peer_device_pointer (0.6)."""
+    try:
+        from nccl.core.resources import RegisteredWindowHandle
+    except ImportError as e:
+        return f"nccl4py has no RegisteredWindowHandle ({e})"
+    if not hasattr(RegisteredWindowHandle, "get_peer_device_pointer"):
+        return "this nccl4py does not wrap ncclGetPeerDevicePointer (get_peer_device_pointer: nccl4py 0.6 and later)"
+    return None
+
+
 class CopyEngineNccl(Nccl):
     """A communicator made with NCCL's zero-CTA policy, through nccl4py. NCCL (2.28 and later) runs an
     all-gather on the copy engines, with no kernel and so no SM, when both of its buffers lie in windows
@@ -150,6 +184,7 @@ class CopyEngineNccl(Nccl):
         self.comm = nc.Communicator.init(world, rank, nc.UniqueId.from_bytes(raw),
                                          nc.NCCLConfig(cta_policy=nc.CTAPolicy.ZERO))
         self.windows = []
+        self._pulls = {}  # a pull_all's recvs -> its copies' arguments, made once
 
     def symmetric(self, shape, dtype):
         """Zeros of `shape` in memory from ncclMemAlloc, registered as a symmetric window (collective:
@@ -213,6 +248,34 @@ class CopyEngineNccl(Nccl):
             nc.group_end()
         self.comm.wait_signal([nc.WaitSignalDesc(peer=p) for p in self._peers()], stream=stream.ptr)
 
+    def _peer_address(self, x, peer: int) -> int:
+        """Where `peer`'s copy of the place x holds in this rank's window lies, as an address this GPU can
+        copy from (ncclGetPeerDevicePointer: NCCL maps every peer's window into each rank's address space
+        when the window is registered; no device communicator is needed)."""
+        window, offset = self._window_of(x)
+        address = window.get_peer_device_pointer(peer, offset)
+        if not address:
+            raise GemmlabError(f"NCCL cannot reach rank {peer}'s window from rank {self.rank} by load/store (no "
+                               "peer mapping between these GPUs): the pulls need one host with CUDA peer access")
+        return address
+
+    def pull_all(self, recvs, stream) -> None:
+        """For each (x, peer) of `recvs` (x in a symmetric window): the bytes at the same place of `peer`'s
+        window copied into x, in `stream`'s order, on the copy engines: by default one cuMemcpyBatchAsync
+        for them all (what NCCL's copy-engine all-gather gives the driver: one call, every peer's copy in
+        flight at once), with GEMMLAB_PULLS_COPY=each one cudaMemcpyAsync per copy. No signal: whatever
+        `stream` queues next (a flag) follows the copies. The caller makes sure the peers' bytes are there
+        (one barrier) and that nothing on this rank still reads x."""
+        if not recvs:
+            return
+        key = tuple((x.data.ptr, x.nbytes, peer) for x, peer in recvs)
+        if key not in self._pulls:
+            _contiguous(*(x for x, _ in recvs))
+            self._pulls[key] = _Copies([x.data.ptr for x, _ in recvs],
+                                       [self._peer_address(x, peer) for x, peer in recvs],
+                                       [x.nbytes for x, _ in recvs])
+        self._pulls[key].run(stream)
+
     def allgather(self, send, recv, stream) -> None:
         _contiguous(send, recv)
         self.comm.allgather(self._bytes(send), self._bytes(recv), stream=stream.ptr)
@@ -239,6 +302,38 @@ class CopyEngineNccl(Nccl):
 
     def close(self) -> None:
         self.comm.destroy()  # deregisters the windows first
+
+
+class _Copies:
+    """Device-to-device copies queued together on a stream (pull_all's), their arguments made once so that
+    a repetition only queues them."""
+
+    def __init__(self, dsts: list[int], srcs: list[int], sizes: list[int]):
+        self.dsts, self.srcs, self.sizes = dsts, srcs, sizes
+        self.each = os.environ.get(PULLS_COPY_ENV, "batch") == "each"
+        if not self.each:
+            from ..gpu.driver import bindings
+            drv = self.drv = bindings()
+            if not hasattr(drv, "cuMemcpyBatchAsync"):
+                raise GemmlabError("cuda-bindings has no cuMemcpyBatchAsync (CUDA 12.8 and later)",
+                                   hint=f"pip install -U cuda-bindings, or {PULLS_COPY_ENV}=each")
+            attrs = drv.CUmemcpyAttributes()
+            # the sources read in stream order (after the barrier); the copy engines, not SMs, preferred
+            attrs.srcAccessOrder = drv.CUmemcpySrcAccessOrder.CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
+            attrs.flags = drv.CUmemcpyFlags.CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE
+            self.args = ([drv.CUdeviceptr(d) for d in dsts], [drv.CUdeviceptr(s) for s in srcs], list(sizes),
+                         len(sizes), [attrs], [0], 1)
+
+    def run(self, stream) -> None:
+        if self.each:
+            rt = cuda().cuda.runtime
+            for d, s, n in zip(self.dsts, self.srcs, self.sizes):
+                rt.memcpyAsync(d, s, n, rt.memcpyDefault, stream.ptr)
+            return
+        drv = self.drv
+        err = drv.cuMemcpyBatchAsync(*self.args, drv.CUstream(stream.ptr))[0]  # CUDA 12.x: (err, failIdx)
+        if err != drv.CUresult.CUDA_SUCCESS:
+            raise GemmlabError(f"cuMemcpyBatchAsync failed: {err}", hint=f"{PULLS_COPY_ENV}=each copies one by one")
 
 
 _WRITE_VALUE = []

@@ -132,7 +132,7 @@ def gpu_count() -> int:
 def check_job(job, world: int) -> None:
     """Every rank's blocks, and our kernel's plan for every local GEMM, before any process starts: a
     shape the split or the kernel cannot take is one clear error, not one per rank."""
-    from .comm import COPY_ENGINES_HINT, PUTS_HINT, copy_engines_missing, puts_missing
+    from .comm import COPY_ENGINES_HINT, PULLS_HINT, PUTS_HINT, copy_engines_missing, pulls_missing, puts_missing
     from .schedule import rank_plan
     ce = sorted({i.schedule for i in job.items if job.schedules[i.schedule].copy_engines})
     if ce and (why := copy_engines_missing()):
@@ -141,6 +141,9 @@ def check_job(job, world: int) -> None:
     puts = sorted({i.schedule for i in job.items if job.schedules[i.schedule].puts})
     if puts and world > 1 and (why := puts_missing()):
         raise GemmlabError(f"{', '.join(puts)} moves rows with one-sided puts: {why}", hint=PUTS_HINT)
+    pulls = sorted({i.schedule for i in job.items if job.schedules[i.schedule].pulls})
+    if pulls and world > 1 and (why := pulls_missing()):
+        raise GemmlabError(f"{', '.join(pulls)} copies rows out of the other ranks' windows: {why}", hint=PULLS_HINT)
     for item in job.items:
         sched = job.schedules[item.schedule]
         for r in range(world):
