@@ -118,6 +118,28 @@ def test_one_sided_puts_beside_one_launch(shape):
     assert rs[0]["params"]["ARRIVAL"] is True and rs[0]["sent_mb"] == rs[1]["sent_mb"]
 
 
+def pulls() -> bool:
+    from gemmlab.multigpu.comm import pulls_missing
+    return pulls_missing() is None
+
+
+@two
+@pytest.mark.skipif(not pulls(), reason='needs NCCL 2.29 or newer and nccl4py 0.6 (ncclGetPeerDevicePointer)')
+@pytest.mark.parametrize("copy", ["batch", "each"])
+@pytest.mark.parametrize("shape", [(2048, 1024, 1024), (4096, 512, 768)])
+def test_pulls_beside_one_launch(shape, copy, monkeypatch):
+    """allgather_pulls: the same check as allgather_arrival's (the rows the pulls bring are poisoned first),
+    each chunk's flag raised after this rank's copies out of the others' windows; launched repetition after
+    repetition. Both ways of queueing the copies: one cuMemcpyBatchAsync a chunk, or one cudaMemcpyAsync a
+    peer. A copy the driver ran on the SMs would wait behind the GEMM that waits for it: the timeout's fault."""
+    monkeypatch.setenv("GEMMLAB_PULLS_COPY", copy)  # the ranks' processes inherit it
+    rs = dist("allgather_pulls", "wgmma_ws", shape=shape, dtype="bf16", timeout=60)
+    assert rs.exit_status == 0 and not rs.meta.get("fault"), rs.meta.get("fault")
+    assert [(r["schedule"], r["status"]) for r in rs] == [("allgather_pulls", "PASS"), ("allgather", "PASS")], \
+        rs.to_dicts()
+    assert rs[0]["params"]["ARRIVAL"] is True and rs[0]["sent_mb"] == rs[1]["sent_mb"]
+
+
 @two
 def test_nccl_bandwidth():
     rs = dist(measure=True)

@@ -105,7 +105,8 @@ BAD = [
     ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
      'steps = [{op = "allgather_overlap", operand = "A", arrival = true, puts = "yes"}]', "puts is true or false"),
     ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
-     'steps = [{op = "allgather_overlap", operand = "A", pulls = true}]', "pulls = true belongs to a step with arrival"),
+     'steps = [{op = "allgather_overlap", operand = "A", pulls = true}]',
+     "pulls = true belongs to a step with arrival"),
     ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
      'steps = [{op = "allgather_overlap", operand = "A", arrival = true, pulls = 1}]', "pulls is true or false, not 1"),
     ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'

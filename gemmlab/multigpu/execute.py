@@ -134,7 +134,8 @@ class RankRun:
             flags = Arrival(xp.zeros(chunks, dtype=xp.uint32), r, P, chunks, mc)
             if step.pulls:  # chunk c: piece c of every other rank's block, from the same rows of its window
                 moves = [[(pieces[c][p], p) for p in range(P) if p != r] for c in range(chunks)] if P > 1 else []
-            return self._arrival(gathered, moves, flags, "puts" if step.puts else "pulls" if step.pulls else "allgather")
+            how = "puts" if step.puts else "pulls" if step.pulls else "allgather"
+            return self._arrival(gathered, moves, flags, how)
         first = self.gemm(own, self.B, C[r * m:(r + 1) * m])
         later = [[self.gemm(pieces[c][p], self.B, C[p * m + c * mc:p * m + (c + 1) * mc]) for p in range(P) if p != r]
                  for c in range(chunks)]
