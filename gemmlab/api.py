@@ -501,13 +501,12 @@ def _schedule_names(schedule, cat: dict, world) -> list[str]:
     names = [schedule] if isinstance(schedule, str) else list(schedule)
     if names == ["all"]:  # those that run here: on this many GPUs, and with the copy engines if nccl4py is there
         import math
-        from .multigpu.comm import copy_engines_missing, pulls_missing, puts_missing
+        from .multigpu.comm import copy_engines_missing, transport_missing
         n, ce = world(), copy_engines_missing() is None
-        puts = ce and puts_missing() is None
-        pulls = ce and pulls_missing() is None
-        return [name for name, s in cat.items()
-                if (not s.square or math.isqrt(n) ** 2 == n) and (ce or not s.copy_engines) and (puts or not s.puts)
-                and (pulls or not s.pulls)]
+        one_sided = {t: ce and transport_missing(t) is None
+                     for t in {s.transport for s in cat.values()} - {"allgather"}}
+        return [name for name, s in cat.items() if (not s.square or math.isqrt(n) ** 2 == n)
+                and (ce or not s.copy_engines) and one_sided.get(s.transport, True)]
     for n in names:
         if n not in cat:
             raise GemmlabError(f"no schedule '{n}'", hint="the schedules: " + ", ".join(sorted(cat)) + ", or all")

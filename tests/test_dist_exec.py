@@ -34,7 +34,8 @@ def run_schedule(name, ranks, shape, policy="compute", overlap=True, dtype="bf16
             if sync:
                 rt.synchronize()
         rt.synchronize()
-        assert all(np.array_equal(x, run.C) for x in snapshots), "a repetition's C differs from the last one's"
+        same = all(np.array_equal(x, run.C, equal_nan=True) for x in snapshots)  # NaN where a wrong C has them
+        assert same, "a repetition's C differs from the last one's"
         return gather(run, plans, shape, comm, rt)
     out, world = run_ranks(ranks, body)
     return out[0], plans, world
@@ -100,20 +101,48 @@ def test_one_launch_waits_for_each_chunk_s_flag(tmp_path, ranks, chunks, policy)
     assert [op for _, op, _ in world.log].count("allgather") == ranks * chunks * 3 * (ranks > 1)
 
 
-@pytest.mark.parametrize("ranks,chunks", [(1, 2), (2, 1), (2, 4), (3, 3), (4, 2), (4, 4)])
+@pytest.mark.parametrize("ranks,chunks", [(1, 2), (2, 1), (2, 4), (3, 3), (4, 2), (4, 4), (5, 2)])
 @pytest.mark.parametrize("policy", ["compute", "comm"])
-def test_one_sided_puts_raise_each_chunk_s_flag_after_every_rank_s_piece(tmp_path, ranks, chunks, policy):
-    """allgather_puts: one barrier, then each chunk as puts into the other ranks' rows (each rank waits for
-    the others' pieces before it raises the chunk's flag). Repetitions back to back, the hostile orders: C
-    right, a put per chunk per rank and repetition, each rank's (P-1) pieces' bytes sent."""
+@pytest.mark.parametrize("transport,op", [("puts", "put"), ("pulls", "pull")])
+def test_one_sided_transports_raise_each_chunk_s_flag_after_its_rows(tmp_path, ranks, chunks, policy, transport, op):
+    """allgather_puts and allgather_pulls: one barrier a repetition, then each chunk as puts into the other
+    ranks' rows (each rank waits for the others' pieces before it raises the chunk's flag), or as one batch of
+    copies out of the other ranks' windows (the flag follows this rank's copies). Repetitions back to back,
+    the hostile orders: C right, one put or pull per chunk per rank and repetition moving the bytes the
+    schedule's arithmetic says, one barrier a repetition, no all-gather."""
     shape = Shape(ranks * chunks * 4, 60, 48)
-    C, plans, world = run_schedule(arriving(tmp_path, chunks, "allgather_puts"), ranks, shape, policy, repeat=3,
-                                   sync=False)
+    C, plans, world = run_schedule(arriving(tmp_path, chunks, f"allgather_{transport}"), ranks, shape, policy,
+                                   repeat=3, sync=False)
     verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
     assert verdict.passed and bad == [], verdict.summary()
-    puts = [n for _, op, n in world.log if op == "put"]
-    assert len(puts) == ranks * chunks * 3 * (ranks > 1) and "allgather" not in [op for _, op, _ in world.log]
-    assert sum(puts) == 3 * sum(p.sent for p in plans)
+    ops = [o for _, o, _ in world.log]
+    moved = [n for _, o, n in world.log if o == op]
+    assert len(moved) == ranks * chunks * 3 * (ranks > 1) and "allgather" not in ops
+    assert sum(moved) == 3 * sum(p.sent for p in plans)  # what a rank pulls is what the others would send
+    assert ops.count("barrier") == ranks * 3 * (ranks > 1)
+
+
+def in_turn(sched, shape, ready=None):
+    """Two ranks, rank 0's repetition run to its end before rank 1 starts its own (so a rank that waits for
+    the other would hang: only a schedule missing a wait gets through); `ready(world, rank)` first. C."""
+    plans = [sch.rank_plan(sched, shape, 2, r, "bf16") for r in range(2)]
+
+    def body(world, rank):
+        rt = FakeRuntime("compute")
+        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
+        run.poison()
+        after = ready(world, rank) if ready else None
+        for turn in range(2):
+            world.barrier.wait()
+            if turn == rank:
+                if after:
+                    after()
+                run.once()
+                rt.synchronize()
+        world.barrier.wait()
+        return gather(run, plans, shape, run.comm, rt)
+    (C, _), _ = run_ranks(2, body)
+    return C, Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
 
 
 def no_wait(comm, send, stream):
@@ -122,53 +151,14 @@ def no_wait(comm, send, stream):
 
 
 def test_a_flag_raised_before_the_others_pieces_land_lets_the_gemm_read_poison(tmp_path, monkeypatch):
-    """The rank that runs ahead raises its flag before a slower rank has put its piece: C is wrong. (The other
-    rank is held at the barrier until then, so the check sees rows that never came, not a race.)"""
+    """Puts: rank 0 raises its flag before rank 1 has put its piece: rank 0's C is wrong."""
     monkeypatch.setattr(FakeComm, "put_all", no_wait)
     monkeypatch.setattr(FakeComm, "barrier", lambda comm, stream: None)
-    shape = Shape(2 * 2 * 4, 60, 48)
-    sched = arriving(tmp_path, 2, "allgather_puts")
-    plans = [sch.rank_plan(sched, shape, 2, r, "bf16") for r in range(2)]
-
-    def body(world, rank):
-        rt = FakeRuntime("compute")
-        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
-        run.poison()
-        world.barrier.wait()  # both ranks' windows exist
-        if rank == 0:
-            run.once()
-            rt.synchronize()  # rank 0 ran its GEMM on what had landed: nothing of rank 1's
-        world.barrier.wait()
-        if rank == 1:
-            run.once()
-            rt.synchronize()
-        world.barrier.wait()
-        return gather(run, plans, shape, run.comm, rt)
-    (C, _), _ = run_ranks(2, body)
-    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+    _, (verdict, bad) = in_turn(arriving(tmp_path, 2, "allgather_puts"), Shape(2 * 2 * 4, 60, 48))
     assert not verdict.passed and 0 in bad
 
 
-@pytest.mark.parametrize("ranks,chunks", [(1, 2), (2, 1), (2, 4), (3, 3), (4, 2), (4, 4), (5, 2)])
-@pytest.mark.parametrize("policy", ["compute", "comm"])
-def test_pulls_raise_each_chunk_s_flag_after_this_rank_s_copies(tmp_path, ranks, chunks, policy):
-    """allgather_pulls: one barrier a repetition, then each chunk as one batch of copies out of the other
-    ranks' windows (piece c of each), then its flag. Repetitions back to back, the hostile orders: C right,
-    one pull_all per chunk per rank and repetition bringing the (P-1) pieces, one barrier a repetition, and
-    neither an all-gather nor a put."""
-    shape = Shape(ranks * chunks * 4, 60, 48)
-    C, plans, world = run_schedule(arriving(tmp_path, chunks, "allgather_pulls"), ranks, shape, policy, repeat=3,
-                                   sync=False)
-    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
-    assert verdict.passed and bad == [], verdict.summary()
-    ops = [op for _, op, _ in world.log]
-    pulls = [n for _, op, n in world.log if op == "pull"]
-    assert len(pulls) == ranks * chunks * 3 * (ranks > 1) and not {"allgather", "put"} & set(ops)
-    assert sum(pulls) == 3 * sum(p.sent for p in plans)  # what a rank pulls is what the others would send
-    assert ops.count("barrier") == ranks * 3 * (ranks > 1)
-
-
-def flag_first(run, launch, moves, arrival, how="allgather"):
+def flag_first(run, launch, moves, arrival, transport="allgather"):
     """_arrive_beside for pulls with each chunk's flag raised before its copies are queued."""
     arrival.epoch += 1
     run.comm.barrier(run.rt.comm)
@@ -183,55 +173,28 @@ def test_a_flag_raised_before_its_pulls_lets_the_gemm_read_poison(tmp_path, monk
     order): raised first, the compute stream run ahead reads the poisoned rows, on every rank."""
     monkeypatch.setattr(RankRun, "_arrive_beside", flag_first)
     shape = Shape(2 * 2 * 4, 60, 48)
-    sched = arriving(tmp_path, 2, "allgather_pulls")
-    plans = [sch.rank_plan(sched, shape, 2, r, "bf16") for r in range(2)]
-
-    def body(world, rank):
-        rt = FakeRuntime("compute")
-        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
-        run.poison()
-        run.once()
-        rt.synchronize()
-        return gather(run, plans, shape, run.comm, rt)
-    (C, _), _ = run_ranks(2, body)
+    C, plans, world = run_schedule(arriving(tmp_path, 2, "allgather_pulls"), 2, shape, repeat=1)
     verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
     assert not verdict.passed and bad == [0, 1]
 
 
 def test_without_the_barrier_a_pull_reads_rows_not_yet_made(tmp_path, monkeypatch):
     """On a GPU a rank's own rows reach its window by a copy queued on its compute stream: a rank that pulls
-    before another has run that copy brings what was there. Here rank 1's rows are NaN until rank 0 has run
-    with no barrier: rank 0's C is wrong. (With the barrier rank 0 would wait for rank 1's signal.)"""
+    before another has run that copy brings what was there. Here rank 1's rows are NaN until its turn, and
+    rank 0 runs first with no barrier: rank 0's C is wrong. (With the barrier rank 0 would wait for rank 1.)"""
     monkeypatch.setattr(FakeComm, "barrier", lambda comm, stream: None)
-    shape = Shape(2 * 2 * 4, 60, 48)
-    sched = arriving(tmp_path, 2, "allgather_pulls")
-    plans = [sch.rank_plan(sched, shape, 2, r, "bf16") for r in range(2)]
 
-    def body(world, rank):
-        rt = FakeRuntime("compute")
-        run = RankRun(sched, plans[rank], shape, "bf16", 5, rt, FakeComm(world, rank, rt), numpy_gemm(rt, "bf16"))
-        run.poison()
+    def ready(world, rank):
         gathered = world.windows[rank][0]
         mine = gathered.copy()
         if rank == 1:
             gathered.fill(0x7FC0)  # bfloat16 NaN: rank 1's own rows not made yet
-        world.barrier.wait()
-        if rank == 0:
-            run.once()
-            rt.synchronize()
-        world.barrier.wait()
-        if rank == 1:
-            gathered[...] = mine
-            run.once()
-            rt.synchronize()
-        world.barrier.wait()
-        return gather(run, plans, shape, run.comm, rt)
-    (C, _), _ = run_ranks(2, body)
-    verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
+        return lambda: gathered.__setitem__(..., mine)
+    _, (verdict, bad) = in_turn(arriving(tmp_path, 2, "allgather_pulls"), Shape(2 * 2 * 4, 60, 48), ready)
     assert not verdict.passed and bad == [0]
 
 
-def stale(run, launch, moves, arrival, puts=False):
+def stale(run, launch, moves, arrival, transport="allgather"):
     """_arrive_beside without a new epoch: the flags still hold the last repetition's (or compute_only's)."""
     for c, (send, whole) in enumerate(moves):
         run.comm.allgather(send, whole, run.rt.comm)
@@ -239,7 +202,7 @@ def stale(run, launch, moves, arrival, puts=False):
     run._on_compute(launch)
 
 
-def early(run, launch, moves, arrival, puts=False):
+def early(run, launch, moves, arrival, transport="allgather"):
     """_arrive_beside with each flag raised before its chunk's all-gather."""
     arrival.epoch += 1
     for c, (send, whole) in enumerate(moves):

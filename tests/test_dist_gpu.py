@@ -101,12 +101,12 @@ def test_one_launch_that_starts_on_rows_as_they_arrive(shape):
 
 
 def puts() -> bool:
-    from gemmlab.multigpu.comm import puts_missing
-    return puts_missing() is None
+    from gemmlab.multigpu.comm import transport_missing
+    return transport_missing("puts") is None
 
 
 @two
-@pytest.mark.skipif(not puts(), reason='needs NCCL 2.29 or newer (pip install "nvidia-nccl-cu13>=2.29")')
+@pytest.mark.skipif(not puts(), reason='needs NCCL 2.29 or newer (pip install "nvidia-nccl-cu13>=2.29.2")')
 @pytest.mark.parametrize("shape", [(2048, 1024, 1024), (4096, 512, 768)])
 def test_one_sided_puts_beside_one_launch(shape):
     """allgather_puts: the same check as allgather_arrival's (the rows the puts bring are poisoned first),
@@ -119,12 +119,12 @@ def test_one_sided_puts_beside_one_launch(shape):
 
 
 def pulls() -> bool:
-    from gemmlab.multigpu.comm import pulls_missing
-    return pulls_missing() is None
+    from gemmlab.multigpu.comm import transport_missing
+    return transport_missing("pulls") is None
 
 
 @two
-@pytest.mark.skipif(not pulls(), reason='needs NCCL 2.29 or newer and nccl4py 0.6 (ncclGetPeerDevicePointer)')
+@pytest.mark.skipif(not pulls(), reason='needs NCCL 2.29.2 or newer and nccl4py 0.6 (ncclGetPeerDevicePointer)')
 @pytest.mark.parametrize("copy", ["batch", "each"])
 @pytest.mark.parametrize("shape", [(2048, 1024, 1024), (4096, 512, 768)])
 def test_pulls_beside_one_launch(shape, copy, monkeypatch):

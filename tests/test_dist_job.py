@@ -2,6 +2,7 @@
 and a rank that crashes, hangs or fails stops the whole job with a message naming it, no process left."""
 
 import os
+import re
 import time
 
 import pytest
@@ -123,9 +124,12 @@ def test_the_copy_engine_schedule_without_nccl4py_is_one_clear_refusal(monkeypat
     assert "allgather_ce" in api._schedule_names("all", catalog(), lambda: 2)
 
 
-def test_the_puts_schedule_on_an_older_nccl_is_one_clear_refusal(monkeypatch):
-    """NCCL before 2.29 has no ncclPutSignal: allgather_puts is refused before any rank starts (on one GPU
-    it has nothing to put, and runs), and `all` leaves it out."""
+@pytest.mark.parametrize("name,transport,call,since", [
+    ("allgather_puts", "puts", "ncclPutSignal", "2.29.0"),
+    ("allgather_pulls", "pulls", "ncclGetPeerDevicePointer", "2.29.2")])
+def test_one_sided_transports_on_an_older_nccl_are_one_clear_refusal(monkeypatch, name, transport, call, since):
+    """NCCL before 2.29 has no one-sided calls: the schedule is refused before any rank starts (on one GPU it
+    has nothing to move, and runs), and `all` leaves it out; the pulls need nccl4py's peer-address getter too."""
     import gemmlab
     from gemmlab import api
     from gemmlab.errors import GemmlabError
@@ -139,14 +143,17 @@ def test_the_puts_schedule_on_an_older_nccl_is_one_clear_refusal(monkeypatch):
     monkeypatch.setattr(comm, "copy_engines_missing", lambda: None)
     monkeypatch.setattr(comm, "nccl", lambda: Old)
     monkeypatch.setattr(dist_job, "Ranks", None)
-    with pytest.raises(GemmlabError, match=r"allgather_puts moves rows with one-sided puts: this process loaded NCCL "
-                                           r"2\.28\.9, which has no ncclPutSignal \(2\.29 and later\)") as e:
-        gemmlab.dist("allgather_puts", "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", gpus=2, progress=False)
-    assert "nvidia-nccl-cu13>=2.29" in e.value.hint
+    why = f"this process loaded NCCL 2.28.9, which has no {call} ({since} and later)"
+    with pytest.raises(GemmlabError, match=re.escape(f'{name} moves rows with transport = "{transport}": {why}')) as e:
+        gemmlab.dist(name, "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", gpus=2, progress=False)
+    assert "nvidia-nccl-cu13>=2.29.2" in e.value.hint
     names = api._schedule_names("all", catalog(), lambda: 2)
-    assert "allgather_puts" not in names and "allgather_arrival" in names
+    assert name not in names and "allgather_arrival" in names
     Old.get_version = staticmethod(lambda: 23007)
-    assert comm.puts_missing() is None and "allgather_puts" in api._schedule_names("all", catalog(), lambda: 2)
+    monkeypatch.setattr(comm, "_peer_pointers_missing", lambda: "no get_peer_device_pointer")
+    assert comm.transport_missing(transport) == (None if transport == "puts" else "no get_peer_device_pointer")
+    monkeypatch.setattr(comm, "_peer_pointers_missing", lambda: None)
+    assert comm.transport_missing(transport) is None and name in api._schedule_names("all", catalog(), lambda: 2)
 
 
 @pytest.mark.parametrize("env,hosts", [
@@ -170,35 +177,6 @@ def test_waiting_for_copy_engine_rows_is_refused_across_hosts(env, hosts):
     with pytest.raises(GemmlabError, match=f"allgather_arrival waits for rows that NCCL's copy engines bring, within "
                                            f"one host; .* spread this job over {hosts} hosts"):
         dist_job.run(job, None, Reporter(), env=env)
-
-
-def test_the_pulls_schedule_on_an_older_nccl_is_one_clear_refusal(monkeypatch):
-    """NCCL before 2.29 has no ncclGetPeerDevicePointer (nor the barrier's ncclSignal): allgather_pulls is
-    refused before any rank starts, and `all` leaves it out."""
-    import gemmlab
-    from gemmlab import api
-    from gemmlab.errors import GemmlabError
-    from gemmlab.multigpu import comm
-    from gemmlab.multigpu.schedule import catalog
-
-    class Old:
-        @staticmethod
-        def get_version():
-            return 22809
-    monkeypatch.setattr(comm, "copy_engines_missing", lambda: None)
-    monkeypatch.setattr(comm, "nccl", lambda: Old)
-    monkeypatch.setattr(dist_job, "Ranks", None)
-    with pytest.raises(GemmlabError, match=r"allgather_pulls copies rows out of the other ranks' windows: this process "
-                                           r"loaded NCCL 2\.28\.9, which has no ncclGetPeerDevicePointer") as e:
-        gemmlab.dist("allgather_pulls", "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", gpus=2, progress=False)
-    assert "nvidia-nccl-cu13>=2.29" in e.value.hint
-    names = api._schedule_names("all", catalog(), lambda: 2)
-    assert "allgather_pulls" not in names and "allgather_arrival" in names
-    Old.get_version = staticmethod(lambda: 23007)
-    monkeypatch.setattr(comm, "_peer_pointers_missing", lambda: "no get_peer_device_pointer")
-    assert comm.pulls_missing() == "no get_peer_device_pointer"
-    monkeypatch.setattr(comm, "_peer_pointers_missing", lambda: None)
-    assert comm.pulls_missing() is None and "allgather_pulls" in api._schedule_names("all", catalog(), lambda: 2)
 
 
 class Buf:

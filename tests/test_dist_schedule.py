@@ -101,17 +101,11 @@ BAD = [
     ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
      'steps = [{op = "allgather_overlap", operand = "A", arrival = 1}]', "arrival is true or false, not 1"),
     ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
-     'steps = [{op = "allgather_overlap", operand = "A", puts = true}]', "puts = true belongs to a step with arrival"),
+     'steps = [{op = "allgather_overlap", operand = "A", transport = "puts"}]',
+     'transport = "puts" belongs to a step with arrival = true'),
     ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
-     'steps = [{op = "allgather_overlap", operand = "A", arrival = true, puts = "yes"}]', "puts is true or false"),
-    ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
-     'steps = [{op = "allgather_overlap", operand = "A", pulls = true}]',
-     "pulls = true belongs to a step with arrival"),
-    ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
-     'steps = [{op = "allgather_overlap", operand = "A", arrival = true, pulls = 1}]', "pulls is true or false, not 1"),
-    ('engines = "copy"\nsplit = {A = "rows", B = "cols", C = "cols"}\n'
-     'steps = [{op = "allgather_overlap", operand = "A", arrival = true, puts = true, pulls = true}]',
-     "puts = true and pulls = true are two ways to move the same rows"),
+     'steps = [{op = "allgather_overlap", operand = "A", arrival = true, transport = "dma"}]',
+     "transport is one of allgather, puts, pulls, not 'dma'"),
 ]
 
 
@@ -152,20 +146,13 @@ def test_one_launch_that_waits_for_rows_as_they_arrive():
         assert p.flops == q.flops and p.sent == q.sent and p.C == q.C
 
 
-def test_one_sided_puts_are_the_arrival_schedule_with_another_transport():
-    s, a = sch.get("allgather_puts"), sch.get("allgather_arrival")
-    assert s.puts and s.arrival and s.copy_engines and s.baseline == "allgather" and not a.puts
-    assert not any(sch.get(n).puts for n in ("allgather", "ring", "reduce_scatter", "summa", "allgather_ce"))
-    for ranks in (1, 2, 4):
-        p, q = sch.rank_plan(s, SHAPE, ranks, ranks - 1, "bf16"), sch.rank_plan(a, SHAPE, ranks, ranks - 1, "bf16")
-        assert p.gemms == q.gemms and p.sent == q.sent and p.C == q.C  # the same rows moved, the same launch
-
-
-def test_pulls_are_the_arrival_schedule_with_another_transport():
-    s, a, u = sch.get("allgather_pulls"), sch.get("allgather_arrival"), sch.get("allgather_puts")
-    assert s.pulls and s.arrival and s.copy_engines and s.baseline == "allgather" and not s.puts
-    assert not a.pulls and not u.pulls
-    assert not any(sch.get(n).pulls for n in ("allgather", "ring", "reduce_scatter", "summa", "allgather_ce"))
+@pytest.mark.parametrize("name,transport", [("allgather_arrival", "allgather"), ("allgather_puts", "puts"),
+                                            ("allgather_pulls", "pulls")])
+def test_the_arrival_schedules_differ_in_how_the_rows_move_only(name, transport):
+    s, a = sch.get(name), sch.get("allgather_arrival")
+    assert s.transport == transport and s.arrival and s.copy_engines and s.baseline == "allgather"
+    assert all(sch.get(n).transport == "allgather" for n in ("allgather", "ring", "reduce_scatter", "summa",
+                                                               "allgather_ce"))
     for ranks in (1, 2, 4):
         p, q = sch.rank_plan(s, SHAPE, ranks, ranks - 1, "bf16"), sch.rank_plan(a, SHAPE, ranks, ranks - 1, "bf16")
         assert p.gemms == q.gemms and p.sent == q.sent and p.C == q.C  # the same rows moved, the same launch

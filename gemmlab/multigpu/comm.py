@@ -117,44 +117,32 @@ def copy_engines_missing() -> str | None:
     return None
 
 
-PUTS_VERSION = 22900  # ncclPutSignal, ncclSignal and ncclWaitSignal: NCCL 2.29.0 and later
-PUTS_HINT = ('pip install "nvidia-nccl-cu13>=2.29" (or put a libnccl.so.2 of 2.29 or newer in LD_PRELOAD); '
-             "allgather_arrival moves the same rows with all-gathers")
-
-
-def puts_missing() -> str | None:
-    """Why one-sided puts (ncclPutSignal) cannot be made from here (None: they can)."""
-    if why := copy_engines_missing():
-        return why
-    try:
-        version = nccl().get_version()
-    except GemmlabError as e:  # no GPU, or no NCCL for cupy
-        return e.message
-    if version < PUTS_VERSION:
-        return f"this process loaded NCCL {version // 10000}.{version // 100 % 100}.{version % 100}, " \
-               "which has no ncclPutSignal (2.29 and later)"
-    return None
-
-
-PULLS_HINT = ('pip install "nvidia-nccl-cu13>=2.29" (or put a libnccl.so.2 of 2.29 or newer in LD_PRELOAD), '
-              "with nccl4py 0.6 or newer; allgather_arrival moves the same rows with all-gathers")
+# What an arrival step's transport other than the all-gather needs (gemmlab/multigpu/schedule.py TRANSPORTS):
+# the barrier and the puts (ncclSignal, ncclWaitSignal, ncclPutSignal) came in NCCL 2.29.0, a peer's address of
+# a symmetric window (ncclGetPeerDevicePointer) in 2.29.2
+TRANSPORT_NEEDS = {"puts": (22900, "ncclPutSignal"), "pulls": (22902, "ncclGetPeerDevicePointer")}
+TRANSPORT_HINT = ('pip install "nvidia-nccl-cu13>=2.29.2" (or put a libnccl.so.2 of 2.29.2 or newer in LD_PRELOAD), '
+                  "with nccl4py 0.6 or newer; allgather_arrival moves the same rows with all-gathers")
 PULLS_COPY_ENV = "GEMMLAB_PULLS_COPY"  # "each": one cudaMemcpyAsync per peer instead of one batch a chunk
 
 
-def pulls_missing() -> str | None:
-    """Why copies out of the other ranks' windows cannot be made from here (None: they can): they need
-    the barrier (ncclSignal, ncclWaitSignal) and the peers' addresses of a window (ncclGetPeerDevicePointer),
-    NCCL 2.29 and later, and an nccl4py that wraps the latter."""
-    if why := copy_engines_missing():
+def _release(version: int) -> str:
+    return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
+
+
+def transport_missing(transport: str) -> str | None:
+    """Why an arrival step's `transport` cannot move rows from here (None: it can): every one needs the
+    copy engines (nccl4py); "puts" and "pulls" NCCL's one-sided calls too (TRANSPORT_NEEDS)."""
+    if (why := copy_engines_missing()) or transport == "allgather":
         return why
     try:
         version = nccl().get_version()
     except GemmlabError as e:  # no GPU, or no NCCL for cupy
         return e.message
-    if version < PUTS_VERSION:
-        return f"this process loaded NCCL {version // 10000}.{version // 100 % 100}.{version % 100}, " \
-               "which has no ncclGetPeerDevicePointer or ncclSignal (2.29 and later)"
-    return _peer_pointers_missing()
+    least, call = TRANSPORT_NEEDS[transport]
+    if version < least:
+        return f"this process loaded NCCL {_release(version)}, which has no {call} ({_release(least)} and later)"
+    return _peer_pointers_missing() if transport == "pulls" else None
 
 
 def _peer_pointers_missing() -> str | None:

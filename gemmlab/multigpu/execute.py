@@ -24,8 +24,8 @@ allgather_overlap with arrival = true makes one launch, `gemm(A, B, C, arrival=.
 rows, whose tiles wait in the kernel for their chunk (gemmlab/gpu/arrival.py): no event orders the GEMM
 after the all-gathers; instead the comm stream writes the repetition's epoch into chunk c's flag once the
 chunk has landed (`rt.write_value`), and each repetition has a new epoch, so that no flag left by an
-earlier one lets a tile read rows still on their way. With `puts = true` the chunks are one-sided puts
-(comm.put_all) behind one barrier a repetition (comm.barrier) instead of all-gathers; with `pulls = true`
+earlier one lets a tile read rows still on their way. With transport = "puts" the chunks are one-sided
+puts (comm.put_all) behind one barrier a repetition (comm.barrier) instead of all-gathers; with "pulls"
 each chunk is one batch of copies out of the other ranks' windows (comm.pull_all: piece c of each other
 rank's block, from the same rows of its gathered buffer), behind the same one barrier.
 """
@@ -132,10 +132,9 @@ class RankRun:
         moves = [(pieces[c][r], gathered[c * P * mc:(c + 1) * P * mc]) for c in range(chunks)] if P > 1 else []
         if step.arrival:
             flags = Arrival(xp.zeros(chunks, dtype=xp.uint32), r, P, chunks, mc)
-            if step.pulls:  # chunk c: piece c of every other rank's block, from the same rows of its window
+            if step.transport == "pulls":  # chunk c: piece c of every other rank's block, from its window
                 moves = [[(pieces[c][p], p) for p in range(P) if p != r] for c in range(chunks)] if P > 1 else []
-            how = "puts" if step.puts else "pulls" if step.pulls else "allgather"
-            return self._arrival(gathered, moves, flags, how)
+            return self._arrival(gathered, moves, flags, step.transport)
         first = self.gemm(own, self.B, C[r * m:(r + 1) * m])
         later = [[self.gemm(pieces[c][p], self.B, C[p * m + c * mc:p * m + (c + 1) * mc]) for p in range(P) if p != r]
                  for c in range(chunks)]
@@ -157,7 +156,7 @@ class RankRun:
             for g in gemms:
                 self._on_compute(g)
 
-    def _arrival(self, gathered, moves, arrival, how: str) -> None:
+    def _arrival(self, gathered, moves, arrival, transport: str) -> None:
         """One launch over all the gathered rows. Alone (compute_only) the rows are all there: the compute
         stream raises every flag to the new epoch just before the launch."""
         rt, launch = self.rt, self.gemm(gathered, self.B, self.C, arrival=arrival)
@@ -168,9 +167,9 @@ class RankRun:
                 rt.write_value(rt.compute, arrival.flags, c, arrival.epoch)
             launch()
         self.gemms.append((alone, None))
-        self.steps.append(lambda: self._arrive_beside(launch, moves, arrival, how))
+        self.steps.append(lambda: self._arrive_beside(launch, moves, arrival, transport))
 
-    def _arrive_beside(self, launch, moves, arrival, how: str = "allgather") -> None:
+    def _arrive_beside(self, launch, moves, arrival, transport: str = "allgather") -> None:
         """The chunks' all-gathers, each followed by its flag, queued before the launch that waits for
         them: the comm stream's work needs no SM, so it goes on while the GEMM holds them all. With "puts"
         each chunk is this rank's piece put into every other rank's rows (and a wait for theirs), behind
@@ -182,12 +181,12 @@ class RankRun:
         rt, comm = self.rt, self.comm
         side = rt.comm if self.overlap else rt.compute
         arrival.epoch += 1  # read by launch() below, and written by the comm stream after each chunk
-        if how != "allgather" and moves:
+        if transport != "allgather" and moves:
             comm.barrier(side)
         for c, move in enumerate(moves):
-            if how == "puts":
+            if transport == "puts":
                 comm.put_all(move[0], side)
-            elif how == "pulls":
+            elif transport == "pulls":
                 comm.pull_all(move, side)
             else:
                 comm.allgather(*move, side)

@@ -132,18 +132,16 @@ def gpu_count() -> int:
 def check_job(job, world: int) -> None:
     """Every rank's blocks, and our kernel's plan for every local GEMM, before any process starts: a
     shape the split or the kernel cannot take is one clear error, not one per rank."""
-    from .comm import COPY_ENGINES_HINT, PULLS_HINT, PUTS_HINT, copy_engines_missing, pulls_missing, puts_missing
+    from .comm import COPY_ENGINES_HINT, TRANSPORT_HINT, copy_engines_missing, transport_missing
     from .schedule import rank_plan
     ce = sorted({i.schedule for i in job.items if job.schedules[i.schedule].copy_engines})
     if ce and (why := copy_engines_missing()):
         raise GemmlabError(f"{', '.join(ce)} moves data with NCCL's copy engines, through nccl4py: {why}",
                            hint=COPY_ENGINES_HINT)
-    puts = sorted({i.schedule for i in job.items if job.schedules[i.schedule].puts})
-    if puts and world > 1 and (why := puts_missing()):
-        raise GemmlabError(f"{', '.join(puts)} moves rows with one-sided puts: {why}", hint=PUTS_HINT)
-    pulls = sorted({i.schedule for i in job.items if job.schedules[i.schedule].pulls})
-    if pulls and world > 1 and (why := pulls_missing()):
-        raise GemmlabError(f"{', '.join(pulls)} copies rows out of the other ranks' windows: {why}", hint=PULLS_HINT)
+    for name in sorted({i.schedule for i in job.items}):
+        transport = job.schedules[name].transport
+        if transport != "allgather" and world > 1 and (why := transport_missing(transport)):
+            raise GemmlabError(f"{name} moves rows with transport = \"{transport}\": {why}", hint=TRANSPORT_HINT)
     for item in job.items:
         sched = job.schedules[item.schedule]
         for r in range(world):

@@ -10,12 +10,11 @@ executor knows (gemmlab/multigpu/execute.py), turn the pieces into C:
     allgather_overlap A   the all-gather of A, cut into `chunks` all-gathers on a second stream: the
                       rank's own block is multiplied first, each chunk's rows as soon as they are there;
                       with `arrival = true` in one launch over all of C's rows, whose tiles wait for
-                      their chunk's flag (engines = "copy" only: kernels/lib/arrival.j2); with
-                      `puts = true` as well the chunks are one-sided puts (ncclPutSignal, NCCL 2.29 and
-                      later) behind one barrier a repetition, not an all-gather each; with `pulls = true`
-                      instead each rank copies chunk c of every other rank's block out of that rank's
-                      window (addresses from ncclGetPeerDevicePointer, NCCL 2.29 and later), one batch of
-                      copies a chunk, behind one barrier a repetition
+                      their chunk's flag (engines = "copy" only: kernels/lib/arrival.j2); its
+                      `transport` says how the chunks move: "allgather" (an all-gather each, the default),
+                      "puts" (each rank's piece put into the others' rows, ncclPutSignal) or "pulls" (the
+                      others' pieces copied out of their windows, ncclGetPeerDevicePointer), the last two
+                      behind one barrier a repetition (NCCL 2.29 and later)
     summa             q steps on a q x q grid: broadcast a panel of A along rows and of B along columns,
                       multiply, add
 
@@ -39,6 +38,7 @@ from ..results.model import ITEM_BYTES, Shape
 SPLITS = ("rows", "cols", "grid", "whole")
 OPS = ("allgather", "gemm", "reduce_scatter", "ring", "summa", "allgather_overlap")
 ENGINES = ("sm", "copy")
+TRANSPORTS = ("allgather", "puts", "pulls")  # how an arrival step's chunks move
 C_BYTES = 4  # C is FP32 for every input type
 
 
@@ -48,8 +48,7 @@ class Step:
     operand: str | None = None
     chunks: int = 1       # allgather_overlap: how many all-gathers each rank's block is cut into
     arrival: bool = False  # allgather_overlap: one GEMM launch whose tiles wait for their chunk's flag
-    puts: bool = False     # arrival: the chunks as one-sided puts behind one barrier, not all-gathers
-    pulls: bool = False    # arrival: the chunks copied out of the others' windows behind one barrier
+    transport: str = "allgather"  # arrival: how the chunks move (TRANSPORTS)
 
 
 @dataclass(frozen=True)
@@ -79,15 +78,9 @@ class Schedule:
         return any(s.arrival for s in self.steps)
 
     @property
-    def puts(self) -> bool:
-        """Whether it moves rows with one-sided puts (ncclPutSignal: NCCL 2.29 and later)."""
-        return any(s.puts for s in self.steps)
-
-    @property
-    def pulls(self) -> bool:
-        """Whether each rank copies the others' rows out of their windows (ncclGetPeerDevicePointer and
-        ncclSignal: NCCL 2.29 and later)."""
-        return any(s.pulls for s in self.steps)
+    def transport(self) -> str:
+        """How its arrival step's chunks move (TRANSPORTS): "puts" and "pulls" need NCCL 2.29 and later."""
+        return next((s.transport for s in self.steps if s.arrival), "allgather")
 
 
 def builtin_dir() -> Path:
@@ -122,13 +115,10 @@ def load(path: Path) -> Schedule:
         arrival = s.get("arrival", False)
         if not isinstance(arrival, bool):
             raise _where(path, f"arrival is true or false, not {arrival!r}")
-        puts = s.get("puts", False)
-        if not isinstance(puts, bool):
-            raise _where(path, f"puts is true or false, not {puts!r}")
-        pulls = s.get("pulls", False)
-        if not isinstance(pulls, bool):
-            raise _where(path, f"pulls is true or false, not {pulls!r}")
-        steps.append(Step(s["op"], s.get("operand"), chunks, arrival, puts, pulls))
+        transport = s.get("transport", "allgather")
+        if transport not in TRANSPORTS:
+            raise _where(path, f"transport is one of {', '.join(TRANSPORTS)}, not {transport!r}")
+        steps.append(Step(s["op"], s.get("operand"), chunks, arrival, transport))
     grid = doc.get("grid", "line")
     if grid not in ("line", "square"):
         raise _where(path, f"grid is 'line' or 'square', not {grid!r}")
@@ -174,14 +164,9 @@ def check_steps(sched: Schedule) -> None:
         if s.arrival and s.op != "allgather_overlap":
             raise GemmlabError(f"arrival belongs to allgather_overlap (one GEMM launch that waits for each chunk), "
                                f"not to {s.op}")
-        if s.puts and not s.arrival:
-            raise GemmlabError("puts = true belongs to a step with arrival = true (the puts raise the flags its "
-                               "one launch waits for)")
-        if s.pulls and not s.arrival:
-            raise GemmlabError("pulls = true belongs to a step with arrival = true (the pulls raise the flags its "
-                               "one launch waits for)")
-        if s.puts and s.pulls:
-            raise GemmlabError("puts = true and pulls = true are two ways to move the same rows: choose one")
+        if s.transport != "allgather" and not s.arrival:
+            raise GemmlabError(f"transport = \"{s.transport}\" belongs to a step with arrival = true (its copies "
+                               "raise the flags that one launch waits for)")
         if s.arrival and not sched.copy_engines:
             raise GemmlabError("arrival = true needs engines = \"copy\": the GEMM holds every SM while it waits for "
                                "the rows, so NCCL's kernels could never run to bring them (a deadlock)")
