@@ -47,11 +47,8 @@ class Team:
         return list(items)[self.place.rank::self.place.world]
 
     def gpu(self, env=None) -> int:
-        """The GPU of this host that is this rank's: the only one CUDA_VISIBLE_DEVICES shows where the
-        launcher gave each rank its own, else the local rank's (as dist's ranks take theirs)."""
-        env = os.environ if env is None else env
-        seen = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-        return 0 if len(seen) == 1 else self.place.local_rank
+        """The GPU of this host that is this rank's (launcher.Place.gpu, as dist's ranks take theirs)."""
+        return self.place.gpu(env)
 
     def tag(self, rows: list[dict], rank: int, host: str) -> list[dict]:
         for r in rows:

@@ -16,7 +16,7 @@ def main(conn, rank, world, local, uid, job):
     me = who == str(rank)
     report.phase("start NCCL")
     if rank == 0:
-        report.meta({"device": {"name": "Fake GPU"}, "seed": job.seed, "uid": uid.decode()})
+        report.meta({"device": {"name": "Fake GPU", "index": local}, "seed": job.seed, "uid": uid.decode()})
     report.phase("ring with mine: check")
     if me and scenario == "crash":
         os._exit(3)

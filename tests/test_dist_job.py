@@ -84,6 +84,17 @@ def test_under_a_launcher_this_process_is_one_rank(fake_ranks, tmp_path):
     assert rank == 1 and rows == [] and "fault" not in doc  # rank 1's process: no rows, nothing wrong
 
 
+@pytest.mark.parametrize("visible,gpu", [("5", 0), ("4,5,6,7", 3), (None, 3)])
+def test_a_rank_takes_the_gpu_the_launcher_shows_it(fake_ranks, tmp_path, visible, gpu):
+    """Local rank 3: its GPU is the 4th it sees, unless the launcher showed it one GPU alone (srun's
+    --gpus-per-task sets CUDA_VISIBLE_DEVICES to that one), which is then GPU 0 to it."""
+    fake_ranks("fine")
+    env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "3"} | ({"CUDA_VISIBLE_DEVICES": visible} if visible else {})
+    doc, rows, rank = dist_job.run(a_job(), None, Reporter(), single=False, make_id=lambda: b"x", env=env,
+                                   store=str(tmp_path / "id"))
+    assert rank == 0 and doc["device"]["index"] == gpu
+
+
 def dist_job_id(env):
     from gemmlab.multigpu.launcher import job_id
     return job_id(env).encode()

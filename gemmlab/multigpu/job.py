@@ -167,7 +167,7 @@ def run(job, gpus: int | None, reporter, store: str | None = None, timeout: floa
         if gpus not in (None, place.world):
             raise GemmlabError(f"--gpus {gpus} under {place.launcher}, which started {place.world} ranks",
                                hint="under a launcher the launcher says how many GPUs: leave --gpus out")
-        world, local = place.world, [(place.rank, place.local_rank)]
+        world, local = place.world, [(place.rank, place.gpu(env))]  # its GPU: the one it is shown, if only one
         waits = sorted({i.schedule for i in job.items if job.schedules[i.schedule].arrival})
         if waits and place.hosts > 1:
             # NCCL's copy-engine all-gather reaches the GPUs of one host; across hosts NCCL runs it on its

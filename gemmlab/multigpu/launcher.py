@@ -44,6 +44,13 @@ class Place:
     launcher: str  # mpirun, srun, torchrun, mpich, or "none" for a process on its own
     hosts: int = 1  # the hosts the job spans, as the launcher says (1 where it does not say)
 
+    def gpu(self, env=None) -> int:
+        """The GPU of this host that is this rank's: the only one CUDA_VISIBLE_DEVICES shows where the
+        launcher gave each rank its own (srun --gpus-per-task, for one), else the local rank's."""
+        env = os.environ if env is None else env
+        seen = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        return 0 if len(seen) == 1 else self.local_rank
+
 
 def _int(env, name: str, launcher: str) -> int:
     try:

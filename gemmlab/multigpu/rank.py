@@ -266,7 +266,7 @@ def wants_copy_engines(job: Job) -> bool:
     return any(job.schedules[i.schedule].copy_engines for i in job.items)
 
 
-def main(conn, rank: int, ranks: int, local_rank: int, uid: bytes, job: Job) -> None:
+def main(conn, rank: int, ranks: int, gpu: int, uid: bytes, job: Job) -> None:
     """A rank's process: its GPU, NCCL, our kernel compiled for it, then the items; how it ended goes to
     the parent, which stops every rank on a fault."""
     from .comm import CopyEngineNccl, Cuda, Nccl, keep_multicast_off
@@ -279,9 +279,10 @@ def main(conn, rank: int, ranks: int, local_rank: int, uid: bytes, job: Job) -> 
         from ..kernel import configure
         from ..results.records import meta
         cupy = cuda()
-        if local_rank >= cupy.cuda.runtime.getDeviceCount():
-            raise GemmlabError(f"local rank {local_rank} has no GPU: this host has {cupy.cuda.runtime.getDeviceCount()}")
-        cupy.cuda.Device(local_rank).use()
+        if gpu >= cupy.cuda.runtime.getDeviceCount():
+            raise GemmlabError(f"rank {rank} has no GPU: it would take GPU {gpu}, and this process sees "
+                               f"{cupy.cuda.runtime.getDeviceCount()}")
+        cupy.cuda.Device(gpu).use()
         device = get_device()
         report.phase("start NCCL")
         comm = (CopyEngineNccl if wants_copy_engines(job) else Nccl)(ranks, uid, rank)
