@@ -638,6 +638,190 @@ def test_the_default_sass_has_no_tma_store():
     assert "UTMASTG" not in code and "UTMALDG" in code
 
 
+# ---------------------------------------------------------------------------- block scales in shared memory (SCALE_SMEM)
+
+def _staged(overlap: str = "sets", **more) -> dict:
+    """Block scales at regenerate.sh's tile (BN 128), with SCALE_SMEM on."""
+    return RUNG.resolve(dict(for_scale("block"), OVERLAP=overlap, SCALE_SMEM=True, **more))
+
+
+# The sets of regenerate.sh and the halves, in each format; on the CPU the first (its SASS read too) and the halves
+# in e5m2 at RUN 4 with one block a cluster (test_compile's sample does not know SCALE_SMEM); GEMMLAB_TESTS_FULL=1
+# compiles them all.
+STAGED = [_staged("sets"), _staged("halves", DTYPE="e5m2", RUN=4, CLUSTER_M=1), _staged("sets", DTYPE="e5m2"),
+          _staged("halves"), _staged("sets", RUN=2, TMA_STORE=4), _staged("sets", STAGES=6, STREAM_K=False)]
+STAGED_CPU = STAGED if FULL else STAGED[:2]
+
+
+def test_scale_smem_off_renders_none_of_it():
+    """SCALE_SMEM=false renders the kernel of before (checked once against the commit before it, for all 12864
+    valid configurations of every parameter but STAGES and GROUP_M: only the parameter line differed)."""
+    for params in (RUNG.defaults(), RUNG.resolve(dict(for_scale("block"), OVERLAP="sets"))):
+        src = render(RUNG, params).source
+        assert "SCALE_SMEM=false" in src.splitlines()[0]
+        assert not any(w in src for w in ("sscales", "stage_scales", "load_step_scales", "__syncwarp(); if"))
+        assert "bar_init(&full[s], 1);" in src
+
+
+def test_scale_smem_takes_block_scales_in_the_turns_and_fits_shared_memory():
+    on = _staged()
+    g = RUNG.geometry(on, 256, 264, 256, 132)
+    off = RUNG.geometry(dict(on, SCALE_SMEM=False), 256, 264, 256, 132)
+    assert g.smem == off.smem + on["STAGES"] * (on["BM"] + 4) * 4  # a scale buffer a stage
+    assert dict(g.tma) == dict(off.tma) and RUNG.arguments(on, g) == RUNG.arguments(dict(on, SCALE_SMEM=False), off)
+    assert not RUNG.violations(_staged(STAGES=6))  # 6 stages and their scales fit beside the scratch
+    for wrong in ({"SCALE": "tensor"}, {"SCALE": "row"}, {"OVERLAP": "none"}, {"B_LAYOUT": "kn"}):
+        assert RUNG.violations(dict(on, **wrong)), wrong
+
+
+def _scales_protocol_broken(src: str) -> str | None:
+    """Why the rendered kernel's staged scales may be read before they are written, or overwritten before
+    they are read, or None. The producer's warp 1 must, each K step: start its loads, wait for the stage to
+    be released, write, meet (__syncwarp), then arrive on the stage's full barrier, which counts that arrival.
+    A consumer must read a stage's scales right after its wait for the stage (the acquire of warp 1's
+    release), and its warp must meet before lane 0 releases any stage."""
+    if "bar_init(&full[s], 2);" not in src:
+        return "the full barrier does not count warp 1's arrival"
+    f = re.search(r"if \(warp == 1\) \{  // the scales.*?\n            \}\);\n", src, re.S)
+    if not f:
+        return "no scale loader"
+    order = ["load_step_scales(v,", "bar_wait(&empty[s]", "store_step_scales(", "__syncwarp();", "bar_arrive(&full[s]);"]
+    at = [f.group(0).find(w) for w in order]
+    if -1 in at or at != sorted(at) or any(f.group(0).count(w) != 1 for w in order):
+        return f"warp 1 does not {', then '.join(order)} once each"
+    lines = src.splitlines()
+    reads = [i for i, line in enumerate(lines) if "stage_scales(sscales, s, srow)" in line]
+    if len(reads) != 2:
+        return f"{len(reads)} reads of the staged scales, not 2 (a turn's first step, the loop's next)"
+    for i in reads:
+        if not lines[i - 1].strip().startswith("bar_wait(full0 + s * 8, parity);"):
+            return f"a read of the staged scales not right after the wait for its stage: {lines[i].strip()}"
+    releases = [i for i, line in enumerate(lines) if line.strip().startswith("release(empty0")]
+    if not releases or any(not lines[i - 1].strip().startswith("__syncwarp(); if (lane == 0)") for i in releases):
+        return "a stage released before the warp's lanes have all read its scales"
+    return None
+
+
+def test_scale_smem_reads_after_the_wait_and_releases_after_the_reads_and_the_check_would_see_otherwise():
+    for params in (_staged("sets"), _staged("halves")):
+        src = render(RUNG, params).source
+        assert _scales_protocol_broken(src) is None, _scales_protocol_broken(src)
+    arrive = "                    __syncwarp();  // every lane's writes, before lane 0's arrival releases them\n" \
+             "                    if (lane == 0)\n                        bar_arrive(&full[s]);\n"
+    store = "                    store_step_scales(sscales + s * 132, v, lane);\n"
+    read = "                    const Scales next = stage_scales(sscales, s, srow);  // step kt + j's\n"
+    wait = "                    bar_wait(full0 + s * 8, parity);\n"
+    assert src.count(arrive) == 1 and src.count(store) == 1 and src.count(read + "                    issue(0);") == 1
+    plants = {"one arrival counted": src.replace("bar_init(&full[s], 2);", "bar_init(&full[s], 1);"),
+              "no meeting before the arrival": src.replace("__syncwarp();  // every lane's writes", "// every"),
+              "the arrival before the writes": src.replace(store, "").replace(arrive, arrive + store),
+              "the writes before the wait for the stage": src.replace(store, "").replace(
+                  "                    if (step >= 4)  // the consumers", store + "                    if (step >= 4)  // the consumers"),
+              "a read before the wait": src.replace(wait + read, read + wait),
+              "a release without the meeting": src.replace("__syncwarp(); if (lane == 0)", "if (lane == 0)", 1)}
+    for name, planted in plants.items():
+        assert planted != src, name
+        assert _scales_protocol_broken(planted), name
+
+
+_SCALE_FUNCTIONS = re.compile(r"(struct Scales \{.*?\n\};\n).*?(__device__ __forceinline__ Scales block_scales\(.*?\n}\n)"
+                              r".*?(__device__ __forceinline__ void load_step_scales\(.*?\n}\n).*?"
+                              r"(__device__ __forceinline__ void store_step_scales\(.*?\n}\n).*?"
+                              r"(__device__ __forceinline__ Scales stage_scales\(.*?\n}\n)", re.S)
+_SCALES_HARNESS = r"""
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+using std::min;
+using std::size_t;
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+FUNCTIONS
+// Every tile of C (the block's BM rows at m0, BN columns at n0), every K step: warp 1's 32 lanes load and write
+// the stage's buffer; then every consumer thread's stage_scales must be block_scales' value, bit for bit.
+int main(int argc, char** argv)
+{
+    const int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), steps = (K + 127) / 128, nb = (N + 127) / 128;
+    std::mt19937 rng(M + N + K);
+    std::uniform_real_distribution<float> u(0.001f, 2.0f);
+    std::vector<float> sa(static_cast<size_t>(steps) * M), sb(static_cast<size_t>(steps) * nb);
+    for (float& x : sa) x = u(rng);
+    for (float& x : sb) x = u(rng);
+    float buffer[STRIDE * 2];
+    long checked = 0, bad = 0;
+    for (int m0 = 0; m0 < M; m0 += BM)
+        for (int n0 = 0; n0 < N; n0 += BN)
+            for (int kt = 0; kt < steps; ++kt) {
+                const int s = kt % 2;
+                std::fill(buffer, buffer + STRIDE * 2, -1.0f);  // a slot never written stays -1
+                for (int lane = 0; lane < 32; ++lane) {
+                    float v[BM / 32 + 1];
+                    load_step_scales(v, sa.data(), sb.data(), kt, M, N, m0, n0, lane);
+                    store_step_scales(buffer + s * STRIDE, v, lane);
+                }
+                for (int wg = 1; wg <= BM / 64; ++wg)
+                    for (int warp = 0; warp < 4; ++warp)
+                        for (int lane = 0; lane < 32; ++lane) {
+                            const int srow = (wg - 1) * 64 + warp * 16 + lane / 4, row = m0 + srow;
+                            const Scales got = stage_scales(buffer, s, srow);
+                            const Scales want = block_scales(sa.data(), sb.data(), kt, M, N, row, n0);
+                            ++checked;
+                            bad += std::memcmp(&got, &want, sizeof got) != 0;
+                        }
+            }
+    printf("%ld %ld\n", checked, bad);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to run the scales' staging on the CPU")
+def test_the_staged_scales_are_the_ones_block_scales_loads_bit_for_bit(tmp_path):
+    """The kernel's own load_step_scales, store_step_scales and stage_scales, compiled by g++ and run for every
+    lane of warp 1 and every consumer thread, at every tile and K step: each thread gets the values block_scales
+    (SCALE_SMEM off) loads, bit for bit, rows past M and B's blocks past N included (M, N not multiples of the
+    tile). The promotion multiplies the same numbers in the same order, so C is the same, bit for bit (the GPU
+    test below compares it). A buffer read at a wrong row is caught."""
+    params = _staged()
+    src = render(RUNG, params).source
+    functions = "".join(_SCALE_FUNCTIONS.search(src).groups())
+
+    def run(code: str, shape) -> tuple[int, int]:
+        cpp = tmp_path / "s.cpp"
+        cpp.write_text(_SCALES_HARNESS.replace("FUNCTIONS", code).replace("STRIDE", str(params["BM"] + 4))
+                       .replace("BM", str(params["BM"])).replace("BN", str(params["BN"])))
+        exe = tmp_path / "s"
+        subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(exe), str(cpp)], check=True)
+        out = subprocess.run([str(exe), *map(str, shape)], capture_output=True, check=True, text=True).stdout
+        return tuple(map(int, out.split()))
+
+    for shape in [(300, 264, 528), (1001, 1000, 1040), (128, 128, 128)]:
+        checked, bad = run(functions, shape)
+        assert checked > 0 and bad == 0, (shape, bad)
+    assert run(functions.replace("sc.a1 = v[r + 8];", "sc.a1 = v[r + 4];"), (300, 264, 528))[1] > 0
+
+
+@pytest.mark.parametrize("params", STAGED_CPU, ids=lambda p: f"{p['DTYPE']}-{p['OVERLAP']}-RUN{p['RUN']}-CM{p['CLUSTER_M']}")
+def test_scale_smem_compiles_without_spills_and_the_consumers_load_no_scales(params):
+    """No spills, no serialized wgmma; the consumers' code (between their setmaxnreg.inc and the producer's
+    .dec in the SASS) has no read-only global load left (block_scales' were LDG.E.CONSTANT there, 3 a K step),
+    and the scales come from shared memory."""
+    c = compile_rendered(render(RUNG, params), "sm_90a")
+    assert c.resources.spills == 0 and c.resources.stack == 0, c.resources
+    assert "wgmma.mma_async instructions are serialized" not in c.log, c.log
+    assert "ld.shared.f32" in c.ptx
+    if params is STAGED[0] or FULL:
+        code = sass(c)
+        consumer = code[code.index("USETMAXREG.TRY_ALLOC"):code.index("USETMAXREG.DEALLOC")]
+        assert "QGMMA.64x128x32" in consumer and "LDS" in consumer and "LDG.E.CONSTANT" not in consumer
+        off = sass(compile_rendered(render(RUNG, dict(params, SCALE_SMEM=False)), "sm_90a"))
+        assert "LDG.E.CONSTANT" in off[off.index("USETMAXREG.TRY_ALLOC"):off.index("USETMAXREG.DEALLOC")]
+
+
 # ---------------------------------------------------------------------------- on a GPU
 
 @pytest.mark.gpu
@@ -735,6 +919,37 @@ def test_tma_store_gives_the_same_c_bit_for_bit(mode, out, boxes, shape):
             i.A, i.B, p.C, Bt=i.Bt, scale_a=i.scale_a, scale_b=i.scale_b)()
         got.append(p.C.copy())
     assert cupy.array_equal(got[0], got[1])
+
+
+# SCALE_SMEM on the GPU: the rung's shapes and one with edge tiles both ways, stream-K's pieces and more tiles than
+# SMs; and C against SCALE_SMEM off, bit for bit.
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("params", STAGED, ids=lambda p: f"{p['DTYPE']}-{p['OVERLAP']}-RUN{p['RUN']}-CM{p['CLUSTER_M']}"
+                         f"-T{p['TMA_STORE']}-S{p['STAGES']}")
+def test_scale_smem_on_block_scales(params, shape):
+    import gemmlab
+    r = Problem(Shape(*shape), dtype=params["DTYPE"]).run(gemmlab.build(RUNG, params), timed=False)
+    assert r.status == "PASS", (r.error, r.check and r.check.summary())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1001, 1000, 1008), (2100, 4104, 3008), (4096, 4096, 4096)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("overlap", ["sets", "halves"])
+def test_scale_smem_gives_the_same_c_bit_for_bit(overlap, shape):
+    """The same scales from shared memory instead of global: C is the same, bit for bit, every element written."""
+    import cupy
+    import gemmlab
+    from gemmlab.gpu.launch import prepare
+    p = Problem(Shape(*shape), dtype="e4m3", seed=14)
+    i, got = p.timed_set("block"), []
+    for staged in (False, True):
+        p.C.fill(cupy.nan)
+        prepare(gemmlab.build(RUNG, dict(_staged(overlap), SCALE_SMEM=staged)), *shape, p.device,
+                workspace=p.workspace).bind(i.A, i.B, p.C, Bt=i.Bt, scale_a=i.scale_a, scale_b=i.scale_b)()
+        got.append(p.C.copy())
+    assert not cupy.isnan(got[1]).any() and cupy.array_equal(got[0], got[1])
 
 
 @pytest.mark.gpu
