@@ -512,10 +512,10 @@ def test_tma_store_off_renders_none_of_it():
 _STORE_TMA = re.compile(r"__device__ __forceinline__ void store_tma\(.*?\n}\n", re.S)
 # What store_tma must do for each batch of staging boxes, in this order (the template's comment says why).
 _PROTOCOL = [("wait for the last stores' reads", "cp.async.bulk.wait_group.read 0;"),
-             ("the warpgroup learns it", "staging_sync(wg);"),
+             ("the warpgroup learns it", "consumer_sync(wg - 1);"),
              ("the writes", "staging_offset(r, c);"),
              ("fence to the async proxy", "fence.proxy.async.shared::cta;"),
-             ("every thread has written", "staging_sync(wg);"),
+             ("every thread has written", "consumer_sync(wg - 1);"),
              ("the stores", "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"),
              ("their bulk group", "cp.async.bulk.commit_group;")]
 
@@ -558,7 +558,7 @@ def test_tma_store_waits_and_fences_in_order_and_the_check_would_see_otherwise()
     plants = {"no wait before reusing the boxes": src.replace(wait, ""),
               "the wait after the writes": src.replace(wait, "").replace(fence, wait + fence),
               "no fence": src.replace(fence, ""),
-              "no barrier before the stores": src.replace(fence + "        staging_sync(wg);", fence),
+              "no barrier before the stores": src.replace(fence + "        consumer_sync(wg - 1);", fence),
               "no wait at the end": src.replace(end, "")}
     for name, planted in plants.items():
         assert planted != src, name
