@@ -113,6 +113,12 @@ class Cli(click.Group):
             os.environ.pop(COMMAND_LINE, None)
 
 
+def _print_fault(meta: dict) -> None:
+    """What stopped a job of several ranks (`fault`: the ranks that failed or did not deliver), if anything."""
+    if meta.get("fault"):
+        err().print(f"[bold red]error:[/] {escape(meta['fault'])}", soft_wrap=True)
+
+
 def _usage_error(e: click.UsageError):
     if isinstance(e, click.exceptions.NoArgsIsHelpError):  # `gemmlab` alone: the help, as click prints it
         raise e

@@ -8,7 +8,7 @@ from rich.markup import escape
 from .. import api
 from ..errors import GemmlabError
 from ..files import new_file
-from .common import (SECONDS, _plot, _print_rows, _reporter, cli, dtype_option, err, kernels_dir_option,
+from .common import (SECONDS, _plot, _print_fault, _print_rows, _reporter, cli, dtype_option, err, kernels_dir_option,
                      names_list, output_format, output_options, overrides, param_options)
 
 
@@ -79,13 +79,12 @@ def dist(ctx, schedule, name, tile, reg, raw_params, shape_text, dtype, gpus_tex
                       comm_sms=comm_sms, baseline=not no_baseline, single=not no_single, store=store,
                       measure=measure, out=out_path, kernels_dirs=kernels_dirs, progress=reporter)
     doc = rs.to_json()
-    if rs.meta.get("rank", 0) == 0:  # under a launcher only rank 0 has the rows
+    if rs.lead:  # under a launcher only rank 0 has the rows
         _print_rows(doc, doc["rows"], fmt, rs.table)
         if doc["rows"] and not doc.get("fault"):
             _plot("dist_plot", doc, plot_path)
         for r in rs.failures:
             err().print(f"[bold red]{r['status']}[/] {escape(r['schedule'])}: "
                         f"{escape(r.get('check') or r.get('error') or '')}", soft_wrap=True)
-    if doc.get("fault"):
-        err().print(f"[bold red]error:[/] {escape(doc['fault'])}", soft_wrap=True)
+    _print_fault(doc)
     ctx.exit(rs.exit_status)

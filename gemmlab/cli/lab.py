@@ -15,7 +15,7 @@ from ..present import lab_tables
 from ..results import records
 from ..templates import show_value
 from .problems import problem_of, problem_options
-from .common import (SECONDS, _on_gpu, _plot, _print_rows, _reporter, _spinner, cli, dtype_option, err,
+from .common import (SECONDS, _on_gpu, _plot, _print_fault, _print_rows, _reporter, _spinner, cli, dtype_option, err,
                      gpus_option, kernels_dir_option, make_shape, names_list, out, output_format, output_options, overrides,
                      out_dtype_option, param_options, refs_option, rounds_option, store_option)
 
@@ -65,7 +65,7 @@ def suite(ctx, variants, shapes, random_, only, dtype, out_dtype, reps, rounds, 
                        shapes=shapes, random=random_, dtype=dtype, out_dtype=out_dtype, reps=reps, rounds=rounds,
                        seed=seed, timeout=timeout, out=out_path, kernels_dirs=kernels_dirs, progress=reporter, gpus=gpus,
                        refs=refs, problem=problem, inputs=inputs, store=store)
-    if rs.meta.get("rank", 0) != 0:  # under a launcher: this rank's rows went to rank 0, which prints them
+    if not rs.lead:  # under a launcher: this rank's rows went to rank 0, which prints them
         ctx.exit(0)
     doc = rs.to_json()
     _print_rows(doc, doc["rows"], fmt, rs.table)  # the table, and the summary per variant under it
@@ -73,8 +73,7 @@ def suite(ctx, variants, shapes, random_, only, dtype, out_dtype, reps, rounds, 
     for r in rs.failures:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} at {r['shape']}: {escape(records.failure_text(r))}",
                     soft_wrap=True)
-    if rs.meta.get("fault"):
-        err().print(f"[bold red]error:[/] {escape(rs.meta['fault'])}", soft_wrap=True)
+    _print_fault(rs.meta)
     ctx.exit(rs.exit_status)
 
 

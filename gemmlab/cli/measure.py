@@ -14,7 +14,7 @@ from ..files import new_file
 from ..present import tables
 from ..results import records
 from ..sanitize import TOOLS as SANITIZERS
-from .common import (_common, _note, _plot, _print_rows, _reporter, _spinner, cli, err, gpus_option,
+from .common import (_common, _note, _plot, _print_fault, _print_rows, _reporter, _spinner, cli, err, gpus_option,
                      kernels_dir_option, names_list, out, overrides, param_options, refs_option, shape_options,
                      store_option)
 from .problems import gemm_shape_options, problem_of, problem_options, problem_shape, size_given
@@ -23,7 +23,7 @@ from .problems import gemm_shape_options, problem_of, problem_options, problem_s
 def _emit(rs, fmt) -> int:
     """Print a ResultSet; return the exit status it calls for (1 if any failed, 130 if interrupted). Under a
     launcher a rank other than 0 prints nothing: its rows went to rank 0, whose table and status are the job's."""
-    if rs.meta.get("rank", 0) != 0:
+    if not rs.lead:
         return 0
     rows = rs.to_dicts()
     _print_rows(rs.to_json(), rows, fmt, rs.table)
@@ -36,8 +36,7 @@ def _emit(rs, fmt) -> int:
     for r in rs.failures:
         err().print(f"[bold red]{r['status']}[/] {escape(r['variant'])} {records.params_text(r['params'])}: "
                     f"{escape(records.failure_text(r))}; its time is not reported", soft_wrap=True)
-    if rs.meta.get("fault"):
-        err().print(f"[bold red]error:[/] {escape(rs.meta['fault'])}", soft_wrap=True)
+    _print_fault(rs.meta)
     if rs.interrupted:
         done = len([r for r in rows if r["variant"] not in ("cuBLAS", "cupy")])
         of = f" of {rs.meta['planned']}" if rs.meta.get("planned") else ""
@@ -186,7 +185,7 @@ def sweep(ctx, name, specs, jobs_, fresh, save_best, plot_path, gpus, store, ker
                        out=out_path, fresh=fresh, save_best=save_best, jobs=jobs_, kernels_dirs=kernels_dirs,
                        progress=reporter, gpus=gpus, store=store)
     status = _emit(rs, fmt)
-    if rs.meta.get("rank", 0) == 0:
+    if rs.lead:
         _plot("sweep_plot", rs.to_json(), plot_path)
     ctx.exit(status)
 

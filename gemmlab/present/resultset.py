@@ -74,6 +74,12 @@ class ResultSet:
         return bool(self.meta.get("interrupted"))
 
     @property
+    def lead(self) -> bool:
+        """Whether this process holds the whole result: no launcher, or rank 0 under one (the other ranks
+        handed their rows to it, and their own result says only which rank they are)."""
+        return self.meta.get("rank", 0) == 0
+
+    @property
     def exit_status(self) -> int:
         """What the CLI exits with: 130 if interrupted, 1 if any row failed, else 0."""
         return 130 if self.interrupted else 1 if self.failures or self.meta.get("fault") else 0
