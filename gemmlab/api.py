@@ -355,7 +355,8 @@ def suite(variants=None, only=None, *, shapes: str | None = None, random: int | 
     (`gemmlab suite`). shapes: "lab" (the default: the MIT 6.S894 lab's 12, with the course's targets), "llm"
     (Llama-3 8B and 70B) or a suite file; or random=N shapes drawn log-uniformly from `seed` (default:
     a fresh one, in the result). only: those "MxNxK" of the suite. dtype: the suite's first by default.
-    gpus: one worker per GPU of this host (None: all) for each shape's jobs. variants: default auto.
+    gpus: this host's GPUs (None: all), the shapes dealt out over them, each shape whole on one GPU
+    (cuBLAS and its jobs there, so its x cuBLAS is that GPU's). variants: default auto.
     problem (or that of the variants): another problem's sizes (its own, a suite file of that problem's,
     or random=N) with its rungs (default: its best) beside its cupy reference, x cupy in place of x cuBLAS;
     only names n (MxN for transpose), inputs its input set to time. Under mpirun, srun or torchrun each

@@ -9,6 +9,7 @@ the silent one, or a progress bar).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import GemmlabError
@@ -162,6 +163,78 @@ def spread_over(team, command: str, items: list, work, order, reporter: Reporter
     return doc, order(team.gather(doc, rows, Recorder(None, reporter, record), timeout))
 
 
+class _OnGpu(Reporter):
+    """A Reporter for one of several threads: what runs now says its GPU, and one thread at a time."""
+
+    def __init__(self, reporter: Reporter, lock, gpu: int):
+        self.reporter, self.lock, self.gpu = reporter, lock, gpu
+
+    def phase(self, text: str) -> None:
+        with self.lock:
+            self.reporter.phase(f"GPU {self.gpu}: {text}")
+
+    def advance(self) -> None:
+        with self.lock:
+            self.reporter.advance()
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.reporter.note(text)
+
+
+def deal_over_gpus(gpus: int, items: list, work, order, reporter: Reporter) -> tuple[dict, list[dict]]:
+    """--gpus N on one host, without a launcher, for work whose items are whole (a suite's shapes, each
+    with cuBLAS and all its jobs, so that its x cuBLAS is one GPU's): the items dealt out in turn to N
+    threads, each running work(share, gpu, reporter, taken) with its own worker on its GPU; that records
+    its rows in the history as they come, and hands each item's rows to taken(rows). (document, rows):
+    every row tagged with its GPU, in order(rows). Ctrl-C returns the rows of the items finished so far
+    and marks the document interrupted (the workers in flight die with this process)."""
+    import threading
+    n = min(gpus, len(items))
+    lock, got, docs, errors = threading.Lock(), [], [None] * n, []
+
+    def taken(gpu):
+        def take(rows):
+            with lock:
+                got.extend(dict(r, gpu=gpu) for r in rows)
+        return take
+
+    def run(gpu):
+        try:
+            docs[gpu] = work(items[gpu::n], gpu, _OnGpu(reporter, lock, gpu), taken(gpu))
+        except BaseException as e:  # raised again below, in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(g,), daemon=True) for g in range(n)]
+    for t in threads:
+        t.start()
+    interrupted = False
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)  # a short wait, so that Ctrl-C reaches this thread
+    except KeyboardInterrupt:
+        interrupted = True
+    if errors and not interrupted:
+        raise errors[0]
+    doc = next((d for d in docs if d is not None), None)
+    if doc is None:
+        if interrupted:
+            raise KeyboardInterrupt
+        raise errors[0]
+    doc = dict(doc, gpus=n)
+    for d in docs:
+        if d is not None and d.get("interrupted"):
+            interrupted = True
+        for note in (d or {}).get("notes", []):
+            if note not in doc.get("notes", []):
+                doc["notes"] = doc.get("notes", []) + [note]
+    if interrupted:
+        doc["interrupted"] = True
+    with lock:
+        return doc, order(list(got))
+
+
 def sweep(v: Variant, valid: list[dict], shape: Shape, opts: Options, reporter: Reporter,
           out_path: Path | None = None, fresh: bool = False, compile_jobs: int | None = None,
           record: bool = True, about: dict | None = None, team=None) -> tuple[dict, list[dict]]:
@@ -277,20 +350,26 @@ def suite(shapes, auto: bool, named: list[Variant], cat: Catalog, opts: Options,
     index = {label(e.shape): i for i, e in enumerate(shapes.entries)}
     about = {"suite": {"name": shapes.name, "description": shapes.description, "source": shapes.source}}
 
-    def work(mine, lead):
+    def work(mine, lead, opts=opts, reporter=reporter, taken=None):
         if opts.problem == "gemm":
             _, bandwidth = on_gpu(("bandwidth",), "measure the copy bandwidth", reporter, opts.device)
 
-            def add(shape, d, got):
+            def annotate(shape, d, got):
                 peak = d["device"]["peak_tflops"][opts.dtype] * 1e12
                 cublas = next((r["tflops"] for r in got if r["variant"] == "cuBLAS"), None)
                 return [suites.annotate(r, entries[str(shape)], peak, bandwidth, cublas, opts.dtype) for r in got]
         else:
-            def add(shape, d, got):
+            def annotate(shape, d, got):
                 return [suites.annotate_problem(r, entries[str(shape)], opts.problem) for r in got]
 
+        def add(shape, d, got):
+            rows = annotate(shape, d, got)
+            if taken:
+                taken(rows)
+            return rows
+
         doc = over_shapes("suite", [e.shape for e in mine], auto, named, cat, opts, add, reporter,
-                          out_path if lead else None, record and lead, about, defer=not lead)
+                          out_path if lead and not taken else None, record and lead, about, defer=not lead)
         if opts.problem == "gemm":
             doc["bandwidth_tbs"] = bandwidth / 1e12
         return doc, doc["rows"]
@@ -298,7 +377,11 @@ def suite(shapes, auto: bool, named: list[Variant], cat: Catalog, opts: Options,
     def order(rows):  # the suite's shapes in its order, each with its rows as its rank gave them
         return sorted(rows, key=lambda r: index.get(r["shape"], len(index)))
 
-    doc, rows = spread_over(team, "suite", shapes.entries, work, order, reporter, record, opts.timeout)
+    if team is None and opts.gpus > 1 and len(shapes.entries) > 1:
+        doc, rows = deal_over_gpus(opts.gpus, shapes.entries, lambda share, gpu, rep, taken: work(
+            share, True, replace(opts, gpus=1, device=gpu), rep, taken)[0], order, reporter)
+    else:
+        doc, rows = spread_over(team, "suite", shapes.entries, work, order, reporter, record, opts.timeout)
     doc["rows"] = rows
     if doc.get("rank", 0) != 0:
         return doc

@@ -38,14 +38,28 @@ def test_compare_spreads_its_jobs_over_the_gpus(seen, tmp_path):
     assert all(str(x["gpu"]) == dict(log)[x["variant"]] for x in doc["rows"])  # the row says where it ran
 
 
-def test_sweep_and_suite_take_gpus(seen):
+def test_sweep_takes_gpus(seen):
     r = gemmlab("sweep", "--variant", "tiled", "--param", "TILE=8,16,32", "--size", 64, "--gpus", 2, "--json")
     assert r.exit_code == 0, r.output
     assert len(json.loads(r.stdout)["rows"]) == 4
-    r = gemmlab("suite", "--variants", "tiled", "--only", "256x256x256,256x256x1024", "--gpus", 2, "--json")
+    assert {gpu for _, gpu in seen()} == {"0", "1"}
+
+
+def test_suite_deals_its_shapes_over_the_gpus(seen, tmp_path):
+    """A suite's shape goes whole to one GPU (cuBLAS and its jobs there, so its x cuBLAS is one GPU's),
+    the shapes dealt out in turn; rounds take turns on each GPU, so they go with --gpus here."""
+    out = tmp_path / "s.json"
+    shapes = ["256x256x256", "256x256x1024", "256x256x8192"]
+    r = gemmlab("suite", "--variants", "tiled", "--only", ",".join(shapes), "--gpus", 2, "--rounds", 2,
+                "--out", out)
     assert r.exit_code == 0, r.output
-    assert sorted((x["shape"], x["variant"]) for x in json.loads(r.stdout)["rows"]) == [
-        ("256x256x1024", "cuBLAS"), ("256x256x1024", "tiled"), ("256x256x256", "cuBLAS"), ("256x256x256", "tiled")]
+    doc = json.loads(out.read_text())
+    assert doc["gpus"] == 2 and doc["summary"]
+    assert [(x["shape"], x["variant"], x["gpu"]) for x in doc["rows"]] == [
+        ("256x256x256", "tiled", 0), ("256x256x256", "cuBLAS", 0), ("256x256x1024", "tiled", 1),
+        ("256x256x1024", "cuBLAS", 1), ("256x256x8192", "tiled", 0), ("256x256x8192", "cuBLAS", 0)]
+    log = seen()
+    assert sorted(log) == sorted([name, gpu] for name in ("cuBLAS", "tiled") for gpu in "001" for _ in range(2))
 
 
 @pytest.mark.parametrize("args,message", [

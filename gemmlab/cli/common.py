@@ -211,8 +211,9 @@ def _gpus(ctx, param, value):
 
 def gpus_option(f):
     return click.option("--gpus", "gpus", metavar="N|all", callback=_gpus,
-                        help="One worker per GPU of this host: each job is timed alone on the GPU that takes it, "
-                             "and the rows come back in one table (default: 1).")(f)
+                        help="One worker per GPU of this host: each job is timed alone on the GPU that takes it "
+                             "(a suite's shape goes whole to one GPU, beside its cuBLAS), and the rows come back "
+                             "in one table (default: 1).")(f)
 
 
 def store_option(f):
