@@ -334,7 +334,11 @@ GEMV_N_COLUMNS = 8
 # 100 x 30 x 750 (400 blocks) 8.2 / 10.7 / 9.5; 150 x 30 x 750 (600) 9.5 / 10.7 / 9.8. Past that mma won
 # or tied: 100 x 50 x 750 (700) 10.7 / 10.5, 150 x 50 x 750 (1050) 12.1 / 10.5, 30 x 120 x 1201 13.1 /
 # 11.3, 400 x 40 x 1500 29.3 / 11.2; and with few blocks and long K, 2 x 64 x 4001 (16) 21.5 / 14.8.
+# Each block walks all of K over its 8 columns of B, so the launch's work is blocks x K: the wins above
+# are at most 540 thousand (60 x 3 x 3001); at 68 x 48 x 14725 (6 million) gemv_n took 114 us against
+# cuBLAS's 18 (random BF16 draw, 2026-11-27), where mma splits K over blocks instead.
 GEMV_N_SMALL_COLUMNS, GEMV_N_SMALL_BLOCKS_PER_SM, GEMV_N_SMALL_LEAST_K = 48, 5, 512
+GEMV_N_SMALL_MOST_WORK = 1 << 20  # blocks x K
 
 
 def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
@@ -460,7 +464,8 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
         # (3000 x 160 x 9001, 24 tiles: wgmma_ws 0.56x cuBLAS, mma in 8 slices 1.07x)
         big = M > 128 and N >= 128 and K >= 128 and 4 * math.ceil(M / 128) * math.ceil(N / 256) >= sms
         if not big and dtype in ("fp16", "bf16") and split_ok and N <= GEMV_N_SMALL_COLUMNS \
-                and M * math.ceil(N / 8) <= GEMV_N_SMALL_BLOCKS_PER_SM * sms and K >= GEMV_N_SMALL_LEAST_K:
+                and M * math.ceil(N / 8) <= GEMV_N_SMALL_BLOCKS_PER_SM * sms and K >= GEMV_N_SMALL_LEAST_K \
+                and M * math.ceil(N / 8) * K <= GEMV_N_SMALL_MOST_WORK:
             return ("gemv_n", {"ROWS": 1, "KSPLIT": 8},
                     f"small C ({M} x {N}), K or N not a multiple of 16 bytes: a stream of A for each 8 columns, "
                     "K over the 8 warps of a block")
