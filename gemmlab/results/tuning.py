@@ -338,7 +338,7 @@ GEMV_N_COLUMNS = 8
 # are at most 540 thousand (60 x 3 x 3001); at 68 x 48 x 14725 (6 million) gemv_n took 114 us against
 # cuBLAS's 18 (random BF16 draw, 2026-11-27), where mma splits K over blocks instead.
 GEMV_N_SMALL_COLUMNS, GEMV_N_SMALL_BLOCKS_PER_SM, GEMV_N_SMALL_LEAST_K = 48, 5, 512
-GEMV_N_SMALL_MOST_WORK = 1 << 20  # blocks x K
+GEMV_N_SMALL_MOST_WORK = 800_000  # blocks x K
 
 
 def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
