@@ -336,9 +336,12 @@ GEMV_N_COLUMNS = 8
 # 11.3, 400 x 40 x 1500 29.3 / 11.2; and with few blocks and long K, 2 x 64 x 4001 (16) 21.5 / 14.8.
 # Each block walks all of K over its 8 columns of B, so the launch's work is blocks x K: the wins above
 # are at most 540 thousand (60 x 3 x 3001); at 68 x 48 x 14725 (6 million) gemv_n took 114 us against
-# cuBLAS's 18 (random BF16 draw, 2026-11-27), where mma splits K over blocks instead.
+# cuBLAS's 18 (random BF16 draw, 2026-11-27), where mma splits K over blocks instead. On ten long-K
+# shapes (benchmarks/h100-gemv-n-long-k/) gemv_n won up to 720 thousand and lost from 900 thousand on;
+# judged on 14 shapes of the region drawn at run time, one more lost with few blocks and a long K
+# (4 x 28 x 12526: 0.48x), as 10 x 17 x 30001 had (0.41x, mma 0.88x): each block walks all of K alone.
 GEMV_N_SMALL_COLUMNS, GEMV_N_SMALL_BLOCKS_PER_SM, GEMV_N_SMALL_LEAST_K = 48, 5, 512
-GEMV_N_SMALL_MOST_WORK = 800_000  # blocks x K
+GEMV_N_SMALL_MOST_WORK, GEMV_N_SMALL_MOST_K = 800_000, 8192  # blocks x K; K (wins up to 5947)
 
 
 def gemv_n_rule(shape, sms: int) -> tuple[str, dict, str]:
@@ -465,7 +468,7 @@ def tensor_rule(shape, dtype: str, sms: int = 132, smem_per_sm: int = DEFAULTS["
         big = M > 128 and N >= 128 and K >= 128 and 4 * math.ceil(M / 128) * math.ceil(N / 256) >= sms
         if not big and dtype in ("fp16", "bf16") and split_ok and N <= GEMV_N_SMALL_COLUMNS \
                 and M * math.ceil(N / 8) <= GEMV_N_SMALL_BLOCKS_PER_SM * sms and K >= GEMV_N_SMALL_LEAST_K \
-                and M * math.ceil(N / 8) * K <= GEMV_N_SMALL_MOST_WORK:
+                and K <= GEMV_N_SMALL_MOST_K and M * math.ceil(N / 8) * K <= GEMV_N_SMALL_MOST_WORK:
             return ("gemv_n", {"ROWS": 1, "KSPLIT": 8},
                     f"small C ({M} x {N}), K or N not a multiple of 16 bytes: a stream of A for each 8 columns, "
                     "K over the 8 warps of a block")
