@@ -257,7 +257,8 @@ def test_unaligned_shapes_take_mma_with_k_split_where_it_ends_sooner(shape, spli
 def small_c(shape) -> bool:
     """Small unaligned C that tensor_rule sends to gemv_n for bf16 and fp16 (test below)."""
     M, N, K = shape
-    return bool(K % 8 or N % 8) and N <= 48 and M * -(-N // 8) <= 5 * 132 and K >= 512
+    return bool(K % 8 or N % 8) and N <= 48 and M * -(-N // 8) <= 5 * 132 and 512 <= K <= 8192 \
+        and M * -(-N // 8) * K <= 800_000
 
 
 @pytest.mark.parametrize("shape,takes", [
@@ -270,6 +271,10 @@ def small_c(shape) -> bool:
     ((40, 27, 511), False),       # K under 512
     ((5719, 9, 1053), False),     # rows enough for mma's tiles
     ((40, 32, 1000), False),      # aligned rows: wgmma
+    ((120, 20, 2001), True),      # 360 blocks x K of 2001: 720 thousand
+    ((150, 30, 1500), False),     # 900 thousand: mma splits K over blocks (benchmarks/h100-gemv-n-long-k/)
+    ((68, 48, 14725), False),     # 6 million: 0.16x cuBLAS as gemv_n
+    ((4, 28, 12526), False),      # 16 blocks, but each walks a K over 8192 alone
 ])
 def test_small_unaligned_c_takes_gemv_n_with_k_over_the_warps(shape, takes):
     assert small_c(shape) == takes
