@@ -180,6 +180,12 @@ dist() {  # several GPUs of one host (PREFIX h100x2 on the 2-GPU kind, h100x4 wi
             keep dist --schedule allgather_arrival,allgather_ce --shape 2048,8192,4096 --dtype bf16 --gpus 2 --reps 50 \
                 --no-single --seed 3 --out "$dir/$p-dist-arrival-shard-2gpus.json"
         fi
+        # the pieces pulled out of the peers' windows (NCCL 2.29.2 or later; docs/dist.md, "Pulls"; its chunks = 2
+        # row came from a copy of kernels/dist/allgather_pulls.toml with that chunks, allgather_pulls2)
+        if python3 -c "from gemmlab.multigpu.comm import transport_missing as m; raise SystemExit(m('pulls') is not None)"; then
+            keep dist --schedule allgather_pulls,allgather_arrival --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 \
+                --gpus "$g" --reps 50 --no-single --out "$dir/$p-dist-pulls-shard.json"
+        fi
     fi
     keep dist --schedule ring --shape "$((1024 * g)),$((4096 * g)),4096" --dtype bf16 --gpus "$g" --reps 50 --no-single \
         --out "$dir/$p-dist-ring-shard.json"
