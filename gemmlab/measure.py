@@ -187,11 +187,13 @@ def deal_over_gpus(gpus: int, items: list, work, order, reporter: Reporter) -> t
     with cuBLAS and all its jobs, so that its x cuBLAS is one GPU's): the items dealt out in turn to N
     threads, each running work(share, gpu, reporter, taken) with its own worker on its GPU; that records
     its rows in the history as they come, and hands each item's rows to taken(rows). (document, rows):
-    every row tagged with its GPU, in order(rows). Ctrl-C returns the rows of the items finished so far
-    and marks the document interrupted (the workers in flight die with this process)."""
+    every row tagged with its GPU, in order(rows). A GPU that cannot run at all (its worker does not
+    start) is named in the document's "fault", the others' rows kept, as under a launcher. Ctrl-C returns
+    the rows of the items finished so far and marks the document interrupted (the workers in flight die
+    with this process)."""
     import threading
     n = min(gpus, len(items))
-    lock, got, docs, errors = threading.Lock(), [], [None] * n, []
+    lock, got, docs, errors = threading.Lock(), [], [None] * n, {}
 
     def taken(gpu):
         def take(rows):
@@ -202,8 +204,8 @@ def deal_over_gpus(gpus: int, items: list, work, order, reporter: Reporter) -> t
     def run(gpu):
         try:
             docs[gpu] = work(items[gpu::n], gpu, _OnGpu(reporter, lock, gpu), taken(gpu))
-        except BaseException as e:  # raised again below, in the caller's thread
-            errors.append(e)
+        except BaseException as e:  # named or raised again below, in the caller's thread
+            errors[gpu] = e
 
     threads = [threading.Thread(target=run, args=(g,), daemon=True) for g in range(n)]
     for t in threads:
@@ -215,14 +217,17 @@ def deal_over_gpus(gpus: int, items: list, work, order, reporter: Reporter) -> t
                 t.join(0.2)  # a short wait, so that Ctrl-C reaches this thread
     except KeyboardInterrupt:
         interrupted = True
-    if errors and not interrupted:
-        raise errors[0]
+    bugs = [e for e in errors.values() if not isinstance(e, GemmlabError)]
+    if bugs and not interrupted:
+        raise bugs[0]
     doc = next((d for d in docs if d is not None), None)
     if doc is None:
         if interrupted:
             raise KeyboardInterrupt
-        raise errors[0]
+        raise next(iter(errors.values()))
     doc = dict(doc, gpus=n)
+    if errors:
+        doc["fault"] = "; ".join(f"GPU {g}: {e.message}" for g, e in sorted(errors.items()))
     for d in docs:
         if d is not None and d.get("interrupted"):
             interrupted = True

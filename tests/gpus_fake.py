@@ -16,3 +16,13 @@ class SeenGpu(FakeGpu):
             log.write(f"{name} {os.environ.get('CUDA_VISIBLE_DEVICES')}\n")
         time.sleep(0.2)  # long enough that the other GPU takes the next job
         return super().handle(request)
+
+
+class NoSecondGpu(SeenGpu):
+    """As SeenGpu, but the worker on the second GPU cannot start (as one without room for the inputs)."""
+
+    def __init__(self, *args, **kwargs):
+        from gemmlab.errors import GemmlabError
+        if os.environ.get("CUDA_VISIBLE_DEVICES") == "1":
+            raise GemmlabError("GPU 1 has no room for the inputs")
+        super().__init__(*args, **kwargs)

@@ -62,6 +62,17 @@ def test_suite_deals_its_shapes_over_the_gpus(seen, tmp_path):
     assert sorted(log) == sorted([name, gpu] for name in ("cuBLAS", "tiled") for gpu in "001" for _ in range(2))
 
 
+def test_a_gpu_that_cannot_run_is_named_and_the_others_rows_kept(seen, monkeypatch, tmp_path):
+    monkeypatch.setenv(GPU_JOBS_ENV, "gpus_fake:NoSecondGpu")
+    out = tmp_path / "s.json"
+    r = gemmlab("suite", "--variants", "tiled", "--only", "256x256x256,256x256x1024,256x256x8192", "--gpus", 2,
+                "--out", out)
+    assert r.exit_code == 1 and "GPU 1: GPU 1 has no room for the inputs" in r.output, r.output
+    doc = json.loads(out.read_text())
+    assert doc["fault"] == "GPU 1: GPU 1 has no room for the inputs"
+    assert sorted({(x["shape"], x["gpu"]) for x in doc["rows"]}) == [("256x256x256", 0), ("256x256x8192", 0)]
+
+
 @pytest.mark.parametrize("args,message", [
     (["--gpus", 2, "--rounds", 2], "--rounds takes turns on one GPU: it does not go with --gpus"),
     (["--gpus", 0], "'0' is not a number of GPUs (or all)"),
