@@ -163,22 +163,6 @@ class FakeComm:
         """Those bytes of `rank`'s window i."""
         return self.world.windows[rank][i].reshape(-1).view(np.uint8)[offset:offset + nbytes]
 
-    def puts(self, send):
-        """What ncclPutSignal of `send` to every other rank does when its stream runs it: the bytes into the
-        same place of that rank's window, then the signal."""
-        i, offset = self._place(send)
-
-        def run():
-            for p in self._peers():
-                self._at(p, i, offset, send.nbytes)[...] = send.reshape(-1).view(np.uint8)
-                self._signal(p)
-        return run
-
-    def put_all(self, send, stream):
-        put = self.puts(send)
-        self._log("put", (self.world.ranks - 1) * send.nbytes)
-        self.rt.enqueue(stream, lambda: (put(), self._wait_signals()))
-
     def pulls(self, recvs):
         """What pull_all's copies do when their stream runs them: each (x, peer), the bytes at x's place in
         `peer`'s window copied into x, read as they are at that moment: a pull that the stream runs before

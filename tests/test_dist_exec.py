@@ -15,7 +15,7 @@ from dist_fakes import FakeComm, FakeRuntime, numpy_gemm, run_ranks
 CASES = [("allgather", n) for n in (1, 2, 3, 4)] + [("reduce_scatter", n) for n in (1, 2, 3, 4)] + \
         [("ring", n) for n in (1, 2, 3, 4, 5)] + [("summa", n) for n in (1, 4, 9)] + \
         [("allgather_ce", n) for n in (1, 2, 3, 4, 5)] + [("allgather_arrival", n) for n in (1, 2, 3, 5)] + \
-        [("allgather_puts", n) for n in (1, 3)] + [("allgather_pulls", n) for n in (1, 3, 5)]
+        [("allgather_pulls", n) for n in (1, 3, 5)]
 
 
 def run_schedule(name, ranks, shape, policy="compute", overlap=True, dtype="bf16", seed=5, repeat=2, sync=True):
@@ -103,20 +103,18 @@ def test_one_launch_waits_for_each_chunk_s_flag(tmp_path, ranks, chunks, policy)
 
 @pytest.mark.parametrize("ranks,chunks", [(1, 2), (2, 1), (2, 4), (3, 3), (4, 2), (4, 4), (5, 2)])
 @pytest.mark.parametrize("policy", ["compute", "comm"])
-@pytest.mark.parametrize("transport,op", [("puts", "put"), ("pulls", "pull")])
-def test_one_sided_transports_raise_each_chunk_s_flag_after_its_rows(tmp_path, ranks, chunks, policy, transport, op):
-    """allgather_puts and allgather_pulls: one barrier a repetition, then each chunk as puts into the other
-    ranks' rows (each rank waits for the others' pieces before it raises the chunk's flag), or as one batch of
-    copies out of the other ranks' windows (the flag follows this rank's copies). Repetitions back to back,
-    the hostile orders: C right, one put or pull per chunk per rank and repetition moving the bytes the
-    schedule's arithmetic says, one barrier a repetition, no all-gather."""
+def test_pulls_raise_each_chunk_s_flag_after_its_rows(tmp_path, ranks, chunks, policy):
+    """allgather_pulls: one barrier a repetition, then each chunk as one batch of copies out of the other
+    ranks' windows (the flag follows this rank's copies). Repetitions back to back, the hostile orders: C
+    right, one pull per chunk per rank and repetition moving the bytes the schedule's arithmetic says, one
+    barrier a repetition, no all-gather."""
     shape = Shape(ranks * chunks * 4, 60, 48)
-    C, plans, world = run_schedule(arriving(tmp_path, chunks, f"allgather_{transport}"), ranks, shape, policy,
+    C, plans, world = run_schedule(arriving(tmp_path, chunks, "allgather_pulls"), ranks, shape, policy,
                                    repeat=3, sync=False)
     verdict, bad = Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
     assert verdict.passed and bad == [], verdict.summary()
     ops = [o for _, o, _ in world.log]
-    moved = [n for _, o, n in world.log if o == op]
+    moved = [n for _, o, n in world.log if o == "pull"]
     assert len(moved) == ranks * chunks * 3 * (ranks > 1) and "allgather" not in ops
     assert sum(moved) == 3 * sum(p.sent for p in plans)  # what a rank pulls is what the others would send
     assert ops.count("barrier") == ranks * 3 * (ranks > 1)
@@ -143,19 +141,6 @@ def in_turn(sched, shape, ready=None):
         return gather(run, plans, shape, run.comm, rt)
     (C, _), _ = run_ranks(2, body)
     return C, Reference(np, 5, shape.M, shape.N, shape.K, "bf16").check(np, C, [(p.rank, p.C) for p in plans])
-
-
-def no_wait(comm, send, stream):
-    """put_all without the wait for the other ranks' pieces: the flag goes up when this rank's puts are done."""
-    comm.rt.enqueue(stream, comm.puts(send))
-
-
-def test_a_flag_raised_before_the_others_pieces_land_lets_the_gemm_read_poison(tmp_path, monkeypatch):
-    """Puts: rank 0 raises its flag before rank 1 has put its piece: rank 0's C is wrong."""
-    monkeypatch.setattr(FakeComm, "put_all", no_wait)
-    monkeypatch.setattr(FakeComm, "barrier", lambda comm, stream: None)
-    _, (verdict, bad) = in_turn(arriving(tmp_path, 2, "allgather_puts"), Shape(2 * 2 * 4, 60, 48))
-    assert not verdict.passed and 0 in bad
 
 
 def flag_first(run, launch, moves, arrival, transport="allgather"):

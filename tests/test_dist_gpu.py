@@ -100,24 +100,6 @@ def test_one_launch_that_starts_on_rows_as_they_arrive(shape):
     assert [list(g) for g in rs[0]["gemms"]] == [[shape[0], shape[1] // 2, shape[2]]]  # one launch, all of C's rows
 
 
-def puts() -> bool:
-    from gemmlab.multigpu.comm import transport_missing
-    return transport_missing("puts") is None
-
-
-@two
-@pytest.mark.skipif(not puts(), reason='needs NCCL 2.29 or newer (pip install "nvidia-nccl-cu13>=2.29.2")')
-@pytest.mark.parametrize("shape", [(2048, 1024, 1024), (4096, 512, 768)])
-def test_one_sided_puts_beside_one_launch(shape):
-    """allgather_puts: the same check as allgather_arrival's (the rows the puts bring are poisoned first),
-    with the flags raised after a wait for every rank's piece; launched repetition after repetition."""
-    rs = dist("allgather_puts", "wgmma_ws", shape=shape, dtype="bf16", timeout=60)
-    assert rs.exit_status == 0 and not rs.meta.get("fault"), rs.meta.get("fault")
-    assert [(r["schedule"], r["status"]) for r in rs] == [("allgather_puts", "PASS"), ("allgather", "PASS")], \
-        rs.to_dicts()
-    assert rs[0]["params"]["ARRIVAL"] is True and rs[0]["sent_mb"] == rs[1]["sent_mb"]
-
-
 def pulls() -> bool:
     from gemmlab.multigpu.comm import transport_missing
     return transport_missing("pulls") is None

@@ -135,12 +135,10 @@ def test_the_copy_engine_schedule_without_nccl4py_is_one_clear_refusal(monkeypat
     assert "allgather_ce" in api._schedule_names("all", catalog(), lambda: 2)
 
 
-@pytest.mark.parametrize("name,transport,call,since", [
-    ("allgather_puts", "puts", "ncclPutSignal", "2.29.0"),
-    ("allgather_pulls", "pulls", "ncclGetPeerDevicePointer", "2.29.2")])
-def test_one_sided_transports_on_an_older_nccl_are_one_clear_refusal(monkeypatch, name, transport, call, since):
-    """NCCL before 2.29 has no one-sided calls: the schedule is refused before any rank starts (on one GPU it
-    has nothing to move, and runs), and `all` leaves it out; the pulls need nccl4py's peer-address getter too."""
+def test_pulls_on_an_older_nccl_are_one_clear_refusal(monkeypatch):
+    """NCCL before 2.29.2 has no ncclGetPeerDevicePointer: allgather_pulls is refused before any rank starts
+    (on one GPU it has nothing to move, and runs), and `all` leaves it out; it needs nccl4py's peer-address
+    getter too."""
     import gemmlab
     from gemmlab import api
     from gemmlab.errors import GemmlabError
@@ -154,17 +152,21 @@ def test_one_sided_transports_on_an_older_nccl_are_one_clear_refusal(monkeypatch
     monkeypatch.setattr(comm, "copy_engines_missing", lambda: None)
     monkeypatch.setattr(comm, "nccl", lambda: Old)
     monkeypatch.setattr(dist_job, "Ranks", None)
-    why = f"this process loaded NCCL 2.28.9, which has no {call} ({since} and later)"
-    with pytest.raises(GemmlabError, match=re.escape(f'{name} moves rows with transport = "{transport}": {why}')) as e:
-        gemmlab.dist(name, "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", gpus=2, progress=False)
+    why = "this process loaded NCCL 2.28.9, which has no ncclGetPeerDevicePointer (2.29.2 and later)"
+    with pytest.raises(GemmlabError, match=re.escape(f'allgather_pulls moves rows with transport = "pulls": {why}')) as e:
+        gemmlab.dist("allgather_pulls", "wgmma_ws", shape=(1024, 2048, 1024), dtype="bf16", gpus=2, progress=False)
     assert "nvidia-nccl-cu13>=2.29.2" in e.value.hint
     names = api._schedule_names("all", catalog(), lambda: 2)
-    assert name not in names and "allgather_arrival" in names
+    assert "allgather_pulls" not in names and "allgather_arrival" in names
+    Old.get_version = staticmethod(lambda: 22900)  # the barrier's signals, but no peer addresses yet
+    assert comm.transport_missing("pulls") == "this process loaded NCCL 2.29.0, which has no " \
+                                              "ncclGetPeerDevicePointer (2.29.2 and later)"
     Old.get_version = staticmethod(lambda: 23007)
     monkeypatch.setattr(comm, "_peer_pointers_missing", lambda: "no get_peer_device_pointer")
-    assert comm.transport_missing(transport) == (None if transport == "puts" else "no get_peer_device_pointer")
+    assert comm.transport_missing("pulls") == "no get_peer_device_pointer"
     monkeypatch.setattr(comm, "_peer_pointers_missing", lambda: None)
-    assert comm.transport_missing(transport) is None and name in api._schedule_names("all", catalog(), lambda: 2)
+    assert comm.transport_missing("pulls") is None and "allgather_pulls" in api._schedule_names("all", catalog(),
+                                                                                                lambda: 2)
 
 
 @pytest.mark.parametrize("env,hosts", [

@@ -8,8 +8,8 @@ Comm:     allgather(send, recv, stream), reduce_scatter(send, recv, stream),
           exchange(sends, recvs, stream)   grouped send/recv: lists of (array, peer)
           allreduce_max(x, stream)          in place, on a small array
           symmetric(shape, dtype)           (CopyEngineNccl only) an array in a symmetric window
-          barrier(stream), put_all(send, stream)   (CopyEngineNccl only, NCCL >= 2.29) one-sided puts
-          pull_all(recvs, stream)  (CopyEngineNccl only, NCCL >= 2.29) copies out of the others' windows:
+          barrier(stream)          (CopyEngineNccl only, NCCL >= 2.29) every rank's earlier work done
+          pull_all(recvs, stream)  (CopyEngineNccl only, NCCL >= 2.29.2) copies out of the others' windows:
                                    recvs is a list of (array in a window, peer)
 Runtime:  xp, compute, comm (streams); on(stream) (launches inside go to it); record(stream) -> event;
           wait(stream, event); fill(x, v), add(dst, src) and evict(buf) on the current stream; synchronize();
@@ -118,9 +118,9 @@ def copy_engines_missing() -> str | None:
 
 
 # What an arrival step's transport other than the all-gather needs (gemmlab/multigpu/schedule.py TRANSPORTS):
-# the barrier and the puts (ncclSignal, ncclWaitSignal, ncclPutSignal) came in NCCL 2.29.0, a peer's address of
-# a symmetric window (ncclGetPeerDevicePointer) in 2.29.2
-TRANSPORT_NEEDS = {"puts": (22900, "ncclPutSignal"), "pulls": (22902, "ncclGetPeerDevicePointer")}
+# the pulls' barrier (ncclSignal, ncclWaitSignal) came in NCCL 2.29.0, a peer's address of a symmetric window
+# (ncclGetPeerDevicePointer) in 2.29.2
+TRANSPORT_NEEDS = {"pulls": (22902, "ncclGetPeerDevicePointer")}
 TRANSPORT_HINT = ('pip install "nvidia-nccl-cu13>=2.29.2" (or put a libnccl.so.2 of 2.29.2 or newer in LD_PRELOAD), '
                   "with nccl4py 0.6 or newer; allgather_arrival moves the same rows with all-gathers")
 PULLS_COPY_ENV = "GEMMLAB_PULLS_COPY"  # "each": one cudaMemcpyAsync per peer instead of one batch a chunk
@@ -132,7 +132,8 @@ def _release(version: int) -> str:
 
 def transport_missing(transport: str) -> str | None:
     """Why an arrival step's `transport` cannot move rows from here (None: it can): every one needs the
-    copy engines (nccl4py); "puts" and "pulls" NCCL's one-sided calls too (TRANSPORT_NEEDS)."""
+    copy engines (nccl4py); "pulls" NCCL's one-sided calls too (TRANSPORT_NEEDS) and nccl4py's getter of
+    a peer's address."""
     if (why := copy_engines_missing()) or transport == "allgather":
         return why
     try:
@@ -142,7 +143,7 @@ def transport_missing(transport: str) -> str | None:
     least, call = TRANSPORT_NEEDS[transport]
     if version < least:
         return f"this process loaded NCCL {_release(version)}, which has no {call} ({_release(least)} and later)"
-    return _peer_pointers_missing() if transport == "pulls" else None
+    return _peer_pointers_missing()
 
 
 def _peer_pointers_missing() -> str | None:
@@ -202,7 +203,7 @@ class CopyEngineNccl(Nccl):
             offset = x.data.ptr - raw.data.ptr
             if 0 <= offset and offset + x.nbytes <= raw.nbytes:
                 return window, offset
-        raise GemmlabError("a put from memory outside every symmetric window (a gemmlab bug)")
+        raise GemmlabError("a pull into memory outside every symmetric window (a gemmlab bug)")
 
     def _peers(self):
         return [p for p in range(self.world) if p != self.rank]
@@ -216,22 +217,6 @@ class CopyEngineNccl(Nccl):
         try:
             for p in self._peers():
                 self.comm.signal(p, stream=stream.ptr)
-        finally:
-            nc.group_end()
-        self.comm.wait_signal([nc.WaitSignalDesc(peer=p) for p in self._peers()], stream=stream.ptr)
-
-    def put_all(self, send, stream) -> None:
-        """`send` (in a symmetric window) into the same place of every other rank's window, each put
-        followed by its signal (ncclPutSignal: the copy engines, data first), then a wait until every other
-        rank's put into this rank's window has landed (ncclWaitSignal). The signals are counted per
-        sending rank, in the order each rank sends them, so the wait is for this put's counterparts."""
-        _contiguous(send)
-        nc, window, offset = self.nc, *self._window_of(send)
-        data = self._bytes(send)
-        nc.group_start()
-        try:
-            for p in self._peers():
-                self.comm.put_signal(data, p, window, offset, stream=stream.ptr)  # uint8: offset in bytes
         finally:
             nc.group_end()
         self.comm.wait_signal([nc.WaitSignalDesc(peer=p) for p in self._peers()], stream=stream.ptr)

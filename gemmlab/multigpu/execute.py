@@ -24,10 +24,9 @@ allgather_overlap with arrival = true makes one launch, `gemm(A, B, C, arrival=.
 rows, whose tiles wait in the kernel for their chunk (gemmlab/gpu/arrival.py): no event orders the GEMM
 after the all-gathers; instead the comm stream writes the repetition's epoch into chunk c's flag once the
 chunk has landed (`rt.write_value`), and each repetition has a new epoch, so that no flag left by an
-earlier one lets a tile read rows still on their way. With transport = "puts" the chunks are one-sided
-puts (comm.put_all) behind one barrier a repetition (comm.barrier) instead of all-gathers; with "pulls"
-each chunk is one batch of copies out of the other ranks' windows (comm.pull_all: piece c of each other
-rank's block, from the same rows of its gathered buffer), behind the same one barrier.
+earlier one lets a tile read rows still on their way. With transport = "pulls" each chunk is one batch of
+copies out of the other ranks' windows instead of an all-gather (comm.pull_all: piece c of each other
+rank's block, from the same rows of its gathered buffer), behind one barrier a repetition (comm.barrier).
 """
 
 from __future__ import annotations
@@ -171,9 +170,7 @@ class RankRun:
 
     def _arrive_beside(self, launch, moves, arrival, transport: str = "allgather") -> None:
         """The chunks' all-gathers, each followed by its flag, queued before the launch that waits for
-        them: the comm stream's work needs no SM, so it goes on while the GEMM holds them all. With "puts"
-        each chunk is this rank's piece put into every other rank's rows (and a wait for theirs), behind
-        one barrier: no rank puts into rows whose previous GEMM has not finished reading them. With "pulls"
+        them: the comm stream's work needs no SM, so it goes on while the GEMM holds them all. With "pulls"
         each chunk is one batch of copies of the others' pieces out of their windows into this rank's rows,
         behind one barrier: every rank's own rows are in its window before anyone reads them (they are
         never written again, and this rank's previous GEMM is done with its rows: the comm stream starts
@@ -181,12 +178,10 @@ class RankRun:
         rt, comm = self.rt, self.comm
         side = rt.comm if self.overlap else rt.compute
         arrival.epoch += 1  # read by launch() below, and written by the comm stream after each chunk
-        if transport != "allgather" and moves:
+        if transport == "pulls" and moves:
             comm.barrier(side)
         for c, move in enumerate(moves):
-            if transport == "puts":
-                comm.put_all(move[0], side)
-            elif transport == "pulls":
+            if transport == "pulls":
                 comm.pull_all(move, side)
             else:
                 comm.allgather(*move, side)

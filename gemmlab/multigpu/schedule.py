@@ -11,10 +11,9 @@ executor knows (gemmlab/multigpu/execute.py), turn the pieces into C:
                       rank's own block is multiplied first, each chunk's rows as soon as they are there;
                       with `arrival = true` in one launch over all of C's rows, whose tiles wait for
                       their chunk's flag (engines = "copy" only: kernels/lib/arrival.j2); its
-                      `transport` says how the chunks move: "allgather" (an all-gather each, the default),
-                      "puts" (each rank's piece put into the others' rows, ncclPutSignal) or "pulls" (the
-                      others' pieces copied out of their windows, ncclGetPeerDevicePointer), the last two
-                      behind one barrier a repetition (NCCL 2.29 and later)
+                      `transport` says how the chunks move: "allgather" (an all-gather each, the default)
+                      or "pulls" (the others' pieces copied out of their windows behind one barrier a
+                      repetition, ncclGetPeerDevicePointer: NCCL 2.29.2 and later)
     summa             q steps on a q x q grid: broadcast a panel of A along rows and of B along columns,
                       multiply, add
 
@@ -38,7 +37,7 @@ from ..results.model import ITEM_BYTES, Shape
 SPLITS = ("rows", "cols", "grid", "whole")
 OPS = ("allgather", "gemm", "reduce_scatter", "ring", "summa", "allgather_overlap")
 ENGINES = ("sm", "copy")
-TRANSPORTS = ("allgather", "puts", "pulls")  # how an arrival step's chunks move
+TRANSPORTS = ("allgather", "pulls")  # how an arrival step's chunks move
 C_BYTES = 4  # C is FP32 for every input type
 
 
@@ -79,7 +78,7 @@ class Schedule:
 
     @property
     def transport(self) -> str:
-        """How its arrival step's chunks move (TRANSPORTS): "puts" and "pulls" need NCCL 2.29 and later."""
+        """How its arrival step's chunks move (TRANSPORTS): "pulls" needs NCCL 2.29.2 and later."""
         return next((s.transport for s in self.steps if s.arrival), "allgather")
 
 
