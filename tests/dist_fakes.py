@@ -31,8 +31,8 @@ class World:
 
 
 class Event:
-    def __init__(self):
-        self.done = False
+    def __init__(self, timing=False):
+        self.done, self.timing, self.at = False, timing, None  # at: the runtime's clock when it ran
 
 
 class FakeRuntime:
@@ -42,6 +42,8 @@ class FakeRuntime:
         self.queues = {"compute": deque(), "comm": deque()}
         self.current = "compute"
         self.order = ["compute", "comm"] if policy == "compute" else ["comm", "compute"]
+        self.clock = 0.0  # one "millisecond" per piece of work the streams run: events read it
+        self.events = []  # every event recorded, in order
 
     @contextlib.contextmanager
     def on(self, stream):
@@ -54,10 +56,15 @@ class FakeRuntime:
     def enqueue(self, stream, fn) -> None:
         self.queues[stream].append(("run", fn))
 
-    def record(self, stream):
-        e = Event()
+    def record(self, stream, timing=False):
+        e = Event(timing)
+        self.events.append(e)
         self.queues[stream].append(("record", e))
         return e
+
+    def elapsed(self, a, b):
+        assert a.timing and b.timing and a.done and b.done, "elapsed() of an event without timing, or not done"
+        return b.at - a.at
 
     def wait(self, stream, event) -> None:
         self.queues[stream].append(("wait", event))
@@ -88,8 +95,9 @@ class FakeRuntime:
             kind, x = self.queues[ready[0]].popleft()
             if kind == "run":
                 x()
+                self.clock += 1.0
             elif kind == "record":
-                x.done = True
+                x.done, x.at = True, self.clock
 
     @staticmethod
     def _can_run(head) -> bool:

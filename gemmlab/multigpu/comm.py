@@ -12,6 +12,7 @@ Comm:     allgather(send, recv, stream), reduce_scatter(send, recv, stream),
           pull_all(recvs, stream)  (CopyEngineNccl only, NCCL >= 2.29.2) copies out of the others' windows:
                                    recvs is a list of (array in a window, peer)
 Runtime:  xp, compute, comm (streams); on(stream) (launches inside go to it); record(stream) -> event;
+          record(stream, timing=True) an event that elapsed(a, b) reads: ms from event a to event b;
           wait(stream, event); fill(x, v), add(dst, src) and evict(buf) on the current stream; synchronize();
           write_value(stream, flags, i, v)  flags[i] = v (uint32) in stream order, by the stream itself
 """
@@ -346,10 +347,17 @@ class Cuda:
     def on(self, stream):
         return stream  # a cupy Stream is the context manager that makes it current
 
-    def record(self, stream):
-        e = self.xp.cuda.Event(disable_timing=True)
+    def record(self, stream, timing: bool = False):
+        """An event recorded on `stream`. Only an event with `timing` keeps a timestamp (an event without one
+        is cheaper to record and to wait for: what ordering the streams needs)."""
+        e = self.xp.cuda.Event(disable_timing=not timing)
         e.record(stream)
         return e
+
+    def elapsed(self, a, b) -> float:
+        """Milliseconds from event a to event b: both recorded with timing and both done, on any streams
+        of this GPU."""
+        return self.xp.cuda.get_elapsed_time(a, b)
 
     def wait(self, stream, event) -> None:
         stream.wait_event(event)
