@@ -27,6 +27,12 @@ chunk has landed (`rt.write_value`), and each repetition has a new epoch, so tha
 earlier one lets a tile read rows still on their way. With transport = "pulls" each chunk is one batch of
 copies out of the other ranks' windows instead of an all-gather (comm.pull_all: piece c of each other
 rank's block, from the same rows of its gathered buffer), behind one barrier a repetition (comm.barrier).
+
+A timeline (`marks`, a list, where asked for: rank.py sets it for the timed repetitions only) is what an
+arrival step's repetition did when, as timing events that each once() appends as one list: [the comm
+stream's start, its barrier done (None without one), chunk 0's rows landed, ..., the GEMM's launch
+reached on the compute stream, the GEMM done]. A chunk's event comes just before its flag, so it is the
+earliest moment its tiles could start. Without marks no event is added to a repetition.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class RankRun:
         self.C = xp.zeros((plan.C.rows, plan.C.cols), dtype=xp.float32)
         self.outputs = [self.C]  # every array a GEMM or a sum writes: poisoned before a check
         self.steps = []          # functions that queue one step each
+        self.marks = None        # a list where a timeline is asked for: each repetition's events (above)
         self.gemms = []          # the local GEMMs in order, as (launch, accumulate-into-C or None)
         held = {"A": self.A, "B": self.B}
         for step in sched.steps:
@@ -177,16 +184,28 @@ class RankRun:
         after it), so each flag waits for this rank's own copies only."""
         rt, comm = self.rt, self.comm
         side = rt.comm if self.overlap else rt.compute
+        mark, barrier = self._mark, transport == "pulls" and moves
         arrival.epoch += 1  # read by launch() below, and written by the comm stream after each chunk
-        if transport == "pulls" and moves:
+        events = [mark(side)]
+        if barrier:
             comm.barrier(side)
+        events.append(mark(side) if barrier else None)
         for c, move in enumerate(moves):
             if transport == "pulls":
                 comm.pull_all(move, side)
             else:
                 comm.allgather(*move, side)
+            events.append(mark(side))
             rt.write_value(side, arrival.flags, c, arrival.epoch)
+        events.append(mark(rt.compute))
         self._on_compute(launch)
+        events.append(mark(rt.compute))
+        if self.marks is not None:
+            self.marks.append(events)
+
+    def _mark(self, stream):
+        """A timing event on `stream` where a timeline is asked for (self.marks); else nothing is recorded."""
+        return self.rt.record(stream, timing=True) if self.marks is not None else None
 
     def _summa(self, step, held) -> None:
         """q steps on the q x q grid: at step k rank (i, k) sends A(i, k) along row i and rank (k, j) sends

@@ -9,7 +9,9 @@ Per item, in this order, so that a fault shows on the rank that has it:
    failure ends the job after its row;
 3. the timings: warm-up, then repetitions that each start on every rank together (a barrier), the L2
    flushed before each, and the host queueing a repetition while a spin kernel holds the GPU, so that
-   Python's launch time never shows as a gap in the GPU's.
+   Python's launch time never shows as a gap in the GPU's. With `Job.timeline` an arrival step's timed
+   repetitions also record timing events (gemmlab/multigpu/execute.py's marks), which the rank hands to
+   rank 0 afterwards: where each repetition spent its time (gemmlab/multigpu/rows.py's timeline).
 
 `main` is the rank's process (gemmlab/multigpu/job.py starts it); `Rank` takes its runtime, communicator and
 GEMMs as arguments, so the CPU tests run it on stand-ins.
@@ -57,6 +59,7 @@ class Job:
     min_time_ms: float = 100.0  # repetitions enough to fill this, at least `reps`
     flush_bytes: int = FLUSH_BYTES  # read before each repetition: the L2 starts cold
     measure: bool = False      # measure NCCL's bandwidth instead (gemmlab/multigpu/bandwidth.py)
+    timeline: bool = False     # record when an arrival step's barrier, chunks and GEMM ended (opt-in: events cost)
 
 
 class Rank:
@@ -116,10 +119,16 @@ class Rank:
         if self._failed:
             return dist_rows.row(check=verdict, bad_ranks=bad, **make) if rank == 0 else None
         self.report.phase(f"{label}: time")
+        marked = job.timeline and sched.arrival and run.overlap
+        run.marks = [] if marked else None
         total = self.timing(run.once)
+        timeline = self._timeline(run.marks[-len(total[0]):]) if marked else None  # the timed repetitions'
+        run.marks = None
         self.report.phase(f"{label}: time the local GEMMs alone")
         compute = self.timing(run.compute_only)
-        return dist_rows.row(total=total, compute=compute, check=verdict, **make) if rank == 0 else None
+        if rank != 0:
+            return None
+        return dist_rows.row(total=total, compute=compute, check=verdict, timeline=timeline, **make)
 
     _failed = False
 
@@ -145,6 +154,14 @@ class Rank:
         rt.synchronize()
         self._failed = bool(float(flag[0]))
         return verdict, bad
+
+    def _timeline(self, marks):
+        """Every rank's events of `marks` (execute.py), each as milliseconds after its repetition's start
+        (NaN for one the schedule has not: no barrier), repetition after repetition: a ranks x (reps x
+        events) array, which rows.timeline_of reads."""
+        rt = self.rt
+        mine = [rt.elapsed(m[0], e) if e is not None else float("nan") for m in marks for e in m[1:]]
+        return self.comm.allgather_values(mine, rt.compute)
 
     def timing(self, fn, stream=None, before=None):
         """ranks x reps milliseconds of fn(), each repetition started on every rank together; timed on

@@ -11,6 +11,11 @@ barrier), and a row's time is the median over repetitions. Beside it:
     x_baseline     the schedule's NCCL + cuBLAS baseline (no overlap) / ms
     sent_mb        bytes each GPU sends (the schedule's arithmetic); comm_gbs = sent / exposed time, for a
                    row whose communication hides behind nothing: comparable with nccl-tests' bus bandwidth
+    timeline       (--timeline, an arrival step's schedule only) per rank, the median over the timed
+                   repetitions of the milliseconds from the repetition's start on the comm stream to:
+                   barrier_ms (its barrier done; None without one), chunks_ms (each chunk's rows landed,
+                   just before its flag), gemm_start_ms and gemm_end_ms (the GEMM's launch reached on the
+                   compute stream, and the GEMM done)
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ def slowest(every) -> tuple[float, list[float]]:
 
 
 def row(item, sched, plan, shape, ranks: int, peak: float, params: dict, total=None, compute=None,
-        check=None, bad_ranks=(), error: str | None = None) -> dict:
+        check=None, bad_ranks=(), error: str | None = None, timeline=None) -> dict:
     """One row. `total` and `compute` are ranks x reps arrays of ms (None for a row never timed); `check`
-    a results.check.Check."""
+    a results.check.Check; `timeline` a ranks x (reps x events) array of ms (timeline below), or None."""
     r = {"schedule": item.schedule, "kernel": item.kernel, "params": dict(params) if item.kernel != "cuBLAS" else {},
          "role": item.role, "baseline": sched.baseline, "overlap": bool(item.overlap and sched.overlaps), "gpus": ranks,
          "grid": "x".join(map(str, plan.grid)), "sent_mb": plan.sent / 1e6, "gemms": [list(g) for g in plan.gemms],
@@ -52,7 +57,22 @@ def row(item, sched, plan, shape, ranks: int, peak: float, params: dict, total=N
         r["tflops_per_gpu"] = r["tflops"] / ranks
         if plan.sent and not r["overlap"] and exposed > 0:
             r["comm_gbs"] = plan.sent / (exposed * 1e-3) / 1e9
+        if timeline is not None:
+            r["timeline"] = timeline_of(timeline, r["reps"])
     return r
+
+
+def timeline_of(every, reps: int) -> list[dict]:
+    """Each rank's timeline (the row's `timeline`) from a ranks x (reps x events) array of ms after each
+    repetition's start, events in execute.py's order after the start: the barrier (NaN: none), each
+    chunk, the GEMM's start and end. The median of each event over the repetitions."""
+    every = np.asarray(every, dtype=float)
+    medians = np.median(every.reshape(every.shape[0], reps, -1), axis=1)
+
+    def ms(x):
+        return None if np.isnan(x) else float(x)
+    return [{"rank": rank, "barrier_ms": ms(m[0]), "chunks_ms": [ms(x) for x in m[1:-2]],
+             "gemm_start_ms": ms(m[-2]), "gemm_end_ms": ms(m[-1])} for rank, m in enumerate(medians)]
 
 
 def one_gpu(r: dict, shape) -> dict:
