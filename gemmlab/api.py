@@ -435,8 +435,8 @@ def scaling(variants=("auto",), sizes=(256, 512, 1024, 2048, 4096), *, numpy: bo
 def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: dict | None = None, shape=4096, *,
          gpus: int | None = None, dtype: str | None = None, reps: int = 20, seed: int | None = None,
          timeout: float = 120.0, comm_sms: int = 0, baseline: bool = True, single: bool = True,
-         store: str | None = None, measure: bool = False, out: str | Path | None = None, kernels_dirs=(),
-         progress=True):
+         store: str | None = None, measure: bool = False, timeline: bool = False, out: str | Path | None = None,
+         kernels_dirs=(), progress=True):
     """A GEMM over several GPUs (`gemmlab dist`): one process per GPU, NCCL between them, `variant` (at
     `params`) as each GPU's GEMM. schedule: a name of kernels/dist/ (ring, allgather, reduce_scatter,
     summa, allgather_ce: the copy engines, with gemmlab[dist]), several, or "all"; each beside its NCCL +
@@ -444,7 +444,10 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
     checked element by element before anything is timed. gpus: this host's N GPUs (default all); under
     mpirun, srun or torchrun the launcher's ranks instead (store: a file that passes the NCCL id where no
     MPI or torch is there). comm_sms: SMs our kernel leaves to NCCL where they overlap. measure: NCCL's
-    bus bandwidth instead. A ResultSet; meta["fault"] says which rank stopped the job, if one did."""
+    bus bandwidth instead. timeline: for a schedule with an arrival step (allgather_arrival,
+    allgather_pulls), events in its timed repetitions that say when the barrier, each chunk and the GEMM
+    ended (the row's "timeline"; the events may shift the row's own time a little). A ResultSet;
+    meta["fault"] says which rank stopped the job, if one did."""
     from .multigpu import job as dist_job, schedule as schedules
     from .multigpu.launcher import from_env
     from .multigpu.rank import Item, Job
@@ -465,6 +468,12 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
     waits = v is not None and "ARRIVAL" in v.params  # our kernel can wait for rows as they arrive
     if schedule == "all":
         names = [n for n in names if waits or not cat[n].arrival]
+    if timeline and measure:
+        raise GemmlabError("--timeline follows a schedule's repetitions, and --measure runs none")
+    if timeline and schedule != "all" and (without := [n for n in names if not cat[n].arrival]):
+        raise GemmlabError(f"--timeline follows an arrival step's barrier, chunks and GEMM, and {', '.join(without)} "
+                           f"has none", hint="the schedules with one: " +
+                           ", ".join(sorted(n for n, s in cat.items() if s.arrival)))
     for n in names:
         if cat[n].arrival and not waits:
             raise GemmlabError(f"{n} starts one GEMM on rows as they arrive, which needs a variant with an ARRIVAL "
@@ -476,7 +485,8 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
         if baseline and v and base not in items:
             items.append(base)
     seed = fresh_seed() if seed is None else seed
-    job = Job(shape, dtype, seed, items, cat, v, resolved, reps, comm_sms=comm_sms, measure=measure)
+    job = Job(shape, dtype, seed, items, cat, v, resolved, reps, comm_sms=comm_sms, measure=measure,
+              timeline=bool(timeline))
     with _Progress(progress) as reporter:
         doc, rows, rank = dist_job.run(job, gpus, reporter, store, timeout, out, single=single and v is not None)
     argv = ["dist"] + (["--measure"] if measure else ["--schedule", ",".join(names),
@@ -484,6 +494,7 @@ def dist(schedule="ring", variant: str | Variant | None = "wgmma_ws", params: di
     argv += ["--shape", f"{shape.M},{shape.N},{shape.K}", "--dtype", dtype, "--reps", str(reps), "--seed", str(seed)]
     argv += (["--gpus", str(gpus)] if gpus else []) + (["--comm-sms", str(comm_sms)] if comm_sms else [])
     argv += ([] if baseline else ["--no-baseline"]) + ([] if single else ["--no-single"])
+    argv += ["--timeline"] if timeline else []
     return ResultSet.of(dict(doc, rows=rows, rank=rank), argv + _dirs_argv(kernels_dirs))
 
 

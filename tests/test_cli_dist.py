@@ -74,10 +74,33 @@ def test_a_crash_is_one_line_naming_the_rank(fake_dist, tmp_path):
     (["--shape", "1,2"], "--shape takes M,N,K or one size"),
     (["--gpus", "0"], "--gpus takes a number of GPUs or all"),
     (["--shape", "97", "--gpus", "2"], "ring splits M = 97 over 2 parts"),
+    (["--schedule", "allgather,ring", "--timeline"],
+     "--timeline follows an arrival step's barrier, chunks and GEMM, and allgather, ring has none"),
+    (["--measure", "--timeline"], "--timeline follows a schedule's repetitions, and --measure runs none"),
 ])
 def test_mistakes_are_one_line(fake_dist, args, message):
     r = gemmlab("dist", "-v", "tiled", "--dtype", "fp32", "--no-single", *args)
     assert r.exit_code == 1 and message in r.stderr, r.output
+    assert "Traceback" not in r.output
+
+
+def test_a_timeline_is_shown_under_the_table(fake_dist, tmp_path):
+    """A row with a timeline (--timeline, saved) gets its own small table under the dist table: a rank a line."""
+    out = tmp_path / "ring.json"
+    r = gemmlab("dist", "--gpus", 2, "-v", "tiled", "--shape", "96", "--dtype", "fp32", "--no-single", "--out", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    doc["rows"][0]["timeline"] = [{"rank": rank, "barrier_ms": 0.011, "chunks_ms": [0.031, 0.052],
+                                   "gemm_start_ms": 0.002, "gemm_end_ms": 0.231 + rank} for rank in (0, 1)]
+    saved = tmp_path / "timeline.json"
+    saved.write_text(json.dumps(doc))
+    shown = gemmlab("report", saved)
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.stdout.split())  # the title folds at the console's width
+    assert "ring with tiled: ms after a repetition's start on the comm stream, median of 4 repetitions" in text
+    assert text.index("ring with tiled") > text.index("allgather")  # under the dist table
+    for cell in ("barrier", "chunk 0", "chunk 1", "GEMM start", "GEMM end", "0.052", "1.231"):
+        assert cell in text, text
 
 
 def test_gemmlab_dist_is_the_function_after_the_package_is_imported():

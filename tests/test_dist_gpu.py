@@ -123,6 +123,21 @@ def test_pulls_beside_one_launch(shape, copy, monkeypatch):
 
 
 @two
+@pytest.mark.skipif(not pulls(), reason='needs NCCL 2.29.2 or newer and nccl4py 0.6 (ncclGetPeerDevicePointer)')
+def test_a_timeline_of_the_pulls():
+    """--timeline through the real events: each rank's barrier, then its chunks in the comm stream's order,
+    all after the repetition's start; the GEMM ends after it starts. The baseline has none."""
+    rs = dist("allgather_pulls", "wgmma_ws", shape=(2048, 1024, 1024), dtype="bf16", timeout=60, timeline=True)
+    assert rs.exit_status == 0 and not rs.meta.get("fault"), rs.meta.get("fault")
+    row, base = rs.to_dicts()
+    assert "timeline" not in base and [t["rank"] for t in row["timeline"]] == [0, 1]
+    for t in row["timeline"]:
+        comm = [t["barrier_ms"], *t["chunks_ms"]]
+        assert len(t["chunks_ms"]) == 4 and comm == sorted(comm) and comm[0] >= 0
+        assert t["gemm_end_ms"] > t["gemm_start_ms"] and t["gemm_end_ms"] >= t["chunks_ms"][-1]
+
+
+@two
 def test_nccl_bandwidth():
     rs = dist(measure=True)
     ops = {"all-gather", "send/recv"} | ({"all-gather (copy engines)", "all-gather beside a full GPU",

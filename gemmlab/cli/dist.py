@@ -52,6 +52,9 @@ def parse_gpus(text: str | None):
 @click.option("--no-baseline", is_flag=True, help="Without each schedule's NCCL + cuBLAS baseline (no overlap).")
 @click.option("--no-single", is_flag=True, help="Without our kernel and cuBLAS on one GPU for the whole problem.")
 @click.option("--measure", is_flag=True, help="Measure NCCL's all-gather and send/recv bus bandwidth instead.")
+@click.option("--timeline", is_flag=True, help="For a schedule with an arrival step (allgather_arrival, "
+              "allgather_pulls): when its barrier, each chunk and the GEMM ended in a repetition, per rank (CUDA "
+              "events in the timed repetitions, which may shift their time a little).")
 @click.option("--store", type=click.Path(dir_okay=False), help="Under a launcher without MPI or torch: a file every "
               "rank sees, through which rank 0 passes the NCCL id.")
 @click.option("--reps", type=click.IntRange(min=1), default=20, show_default=True,
@@ -66,7 +69,7 @@ def parse_gpus(text: str | None):
 @kernels_dir_option
 @click.pass_context
 def dist(ctx, schedule, name, tile, reg, raw_params, shape_text, dtype, gpus_text, comm_sms, no_baseline, no_single,
-         measure, store, reps, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
+         measure, timeline, store, reps, seed, timeout, out_path, plot_path, as_json, as_csv, kernels_dirs):
     """A GEMM over several GPUs: NCCL between them, our kernel on each, each schedule beside NCCL + cuBLAS
     without overlap; the gathered C is checked element by element before anything is timed."""
     fmt = output_format(as_json, as_csv)
@@ -77,7 +80,8 @@ def dist(ctx, schedule, name, tile, reg, raw_params, shape_text, dtype, gpus_tex
         rs = api.dist(schedules, None if name == "cuBLAS" else name, given, parse_shape(shape_text),
                       gpus=parse_gpus(gpus_text), dtype=dtype, reps=reps, seed=seed, timeout=timeout,
                       comm_sms=comm_sms, baseline=not no_baseline, single=not no_single, store=store,
-                      measure=measure, out=out_path, kernels_dirs=kernels_dirs, progress=reporter)
+                      measure=measure, timeline=timeline, out=out_path, kernels_dirs=kernels_dirs,
+                      progress=reporter)
     doc = rs.to_json()
     if rs.lead:  # under a launcher only rank 0 has the rows
         _print_rows(doc, doc["rows"], fmt, rs.table)

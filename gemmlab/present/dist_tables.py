@@ -1,5 +1,6 @@
 """The tables of `gemmlab dist`: a schedule per row (time, rates, scaling, the communication left
-exposed), or with --measure NCCL's bandwidth per size; and the same as markdown for docs/."""
+exposed), or with --measure NCCL's bandwidth per size; and the same as markdown for docs/. Under the
+table, a row's timeline where it has one (--timeline): a rank per line."""
 
 from __future__ import annotations
 
@@ -53,10 +54,27 @@ def title(doc: dict) -> str:
             f"{doc.get('date', '')[:10]} · commit {doc.get('commit') or '?'}")
 
 
-def dist_table(doc: dict) -> FitTable:
+def dist_table(doc: dict):
     if doc.get("measure"):
         return FitTable(title(doc), BANDWIDTH_COLUMNS, doc["rows"])
-    return FitTable(title(doc), COLUMNS, doc["rows"], empty="no rows")
+    table = FitTable(title(doc), COLUMNS, doc["rows"], empty="no rows")
+    timelines = [timeline_table(r) for r in doc["rows"] if r.get("timeline")]
+    if not timelines:
+        return table
+    from rich.console import Group
+    return Group(table, *timelines)
+
+
+def timeline_table(r: dict) -> FitTable:
+    """A row's timeline: per rank, the median ms from a repetition's start on the comm stream to each event."""
+    chunks = max(len(t["chunks_ms"]) for t in r["timeline"])
+    columns = [Column("rank", lambda t: str(t["rank"]), 0), Column("barrier", lambda t: fmt(t["barrier_ms"], ".3f"), 0)]
+    columns += [Column(f"chunk {c}", lambda t, c=c: fmt((list(t["chunks_ms"]) + [None] * chunks)[c], ".3f"), 0)
+                for c in range(chunks)]
+    columns += [Column("GEMM start", lambda t: fmt(t["gemm_start_ms"], ".3f"), 0),
+                Column("GEMM end", lambda t: fmt(t["gemm_end_ms"], ".3f"), 0)]
+    return FitTable(f"{r['schedule']} with {r['kernel']}: ms after a repetition's start on the comm stream, "
+                    f"median of {r.get('reps', '?')} repetitions", columns, r["timeline"])
 
 
 def dist_markdown(doc: dict) -> str:
