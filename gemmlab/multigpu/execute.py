@@ -135,11 +135,14 @@ class RankRun:
             pieces[c][r][...] = own[c * mc:(c + 1) * mc]  # the in-place all-gather's send: copied once
             self._written_by_others(gathered[c * P * mc:(c + 1) * P * mc], mc)
         C = self.C
-        moves = [(pieces[c][r], gathered[c * P * mc:(c + 1) * P * mc]) for c in range(chunks)] if P > 1 else []
+        if P == 1:
+            moves = []
+        elif step.transport == "pulls":  # chunk c: piece c of every other rank's block, from its window
+            moves = [[(pieces[c][p], p) for p in range(P) if p != r] for c in range(chunks)]
+        else:  # chunk c: this rank's piece, all-gathered into the chunk's rows
+            moves = [(pieces[c][r], gathered[c * P * mc:(c + 1) * P * mc]) for c in range(chunks)]
         if step.arrival:
             flags = Arrival(xp.zeros(chunks, dtype=xp.uint32), r, P, chunks, mc)
-            if step.transport == "pulls":  # chunk c: piece c of every other rank's block, from its window
-                moves = [[(pieces[c][p], p) for p in range(P) if p != r] for c in range(chunks)] if P > 1 else []
             return self._arrival(gathered, moves, flags, step.transport)
         first = self.gemm(own, self.B, C[r * m:(r + 1) * m])
         later = [[self.gemm(pieces[c][p], self.B, C[p * m + c * mc:p * m + (c + 1) * mc]) for p in range(P) if p != r]
